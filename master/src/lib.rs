@@ -1,0 +1,12 @@
+//! The bts master: the job list L, the budget controller, the scheduler (a state machine without
+//! I/O) and the driver that connects it to workers.
+
+mod budget;
+mod driver;
+mod joblist;
+mod scheduler;
+
+pub use budget::{Assignment, BudgetConfig, BudgetController, BudgetState};
+pub use driver::{DriveOptions, Event, drive};
+pub use joblist::{JobList, Order, Pending};
+pub use scheduler::{Outcome, Scheduler, SchedulerConfig, StopReason, Totals, Violation, WorkerId};

@@ -1,0 +1,570 @@
+//! The master's scheduling logic, as a state machine without I/O.
+//!
+//! The [`Scheduler`] owns the job list L, the budget controller, the jobs out with workers and the
+//! committed totals. Drivers (local threads, TCP connections, simulations) feed it events —
+//! [`add_worker`](Scheduler::add_worker), [`handle_message`](Scheduler::handle_message),
+//! [`handle_disconnect`](Scheduler::handle_disconnect), [`stop`](Scheduler::stop) — and carry out
+//! what it asks: messages from [`poll_send`](Scheduler::poll_send) and committed output records
+//! from [`output`](Scheduler::output).
+//!
+//! # Why every node is counted exactly once
+//! Every node is in exactly one of three places: L, a job out with a worker (recorded in
+//! `in_flight` by its start node), or the committed totals. A job's report moves its start node's
+//! subtree share into the totals and its returned nodes into L in one step, and only if the job is
+//! still in flight for the worker that reports it; a lost worker's jobs go back to L whole, and
+//! whatever that worker did for them is never counted. Output records are committed with their
+//! job's report, so they too appear exactly once.
+
+use crate::budget::{Assignment, BudgetConfig, BudgetController};
+use crate::joblist::{JobList, Order, Pending};
+use bts_protocol::{
+    Budget, FromWorker, Job, JobFailure, JobId, JobReport, NodeBytes, ReportBatch, ToWorker,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+/// A worker as the scheduler knows it: a local thread, or a remote process with several threads.
+pub type WorkerId = u64;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedulerConfig {
+    pub order: Order,
+    pub budget: BudgetConfig,
+    /// Visit at most this many nodes, then stop.
+    pub node_limit: Option<u64>,
+    /// How much work to queue ahead at each worker thread, so that it never waits for a round trip.
+    pub queue_ahead: Duration,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            order: Order::Lifo,
+            budget: BudgetConfig::default(),
+            node_limit: None,
+            queue_ahead: Duration::from_millis(2),
+        }
+    }
+}
+
+/// Counters of committed jobs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    pub nodes: u64,
+    /// `None` once a job reported no leaf count.
+    pub leaves: Option<u64>,
+    /// `None` once a job reported no depth.
+    pub max_depth: Option<u32>,
+    pub outputs: u64,
+    pub jobs: u64,
+    /// Nodes added to L besides the root (R_n of Avis & Devroye).
+    pub returned: u64,
+    /// Bytes of output records committed.
+    pub output_bytes: u64,
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        Self {
+            nodes: 0,
+            leaves: Some(0),
+            max_depth: Some(0),
+            outputs: 0,
+            jobs: 0,
+            returned: 0,
+            output_bytes: 0,
+        }
+    }
+}
+
+/// Why a run stopped before the tree was done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StopReason {
+    NodeLimit,
+    TimeLimit,
+    StopFile,
+    Signal,
+    /// A job failed (see [`Outcome::Failed`]).
+    JobFailed,
+    /// Every worker was lost and none can join.
+    NoWorkers,
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every node was visited.
+    Complete,
+    /// Stopped early; L holds the rest of the tree.
+    Stopped(StopReason),
+    /// A job failed; L holds the rest of the tree, the failed job included.
+    Failed(JobFailure),
+}
+
+/// A worker broke the protocol; the driver should drop it (its jobs go back to L).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("worker {worker} broke the protocol: {reason}")]
+pub struct Violation {
+    pub worker: WorkerId,
+    pub reason: String,
+}
+
+/// A job out with a worker.
+#[derive(Clone, Debug)]
+struct InFlight {
+    worker: WorkerId,
+    depth: u32,
+    budget: Budget,
+    node: NodeBytes,
+}
+
+#[derive(Clone, Debug)]
+struct WorkerSlot {
+    threads: u32,
+    /// Jobs handed out and not yet reported.
+    outstanding: u32,
+    /// Recent job duration (exponential average), to size the queue ahead.
+    job_ns: f64,
+}
+
+/// The most jobs queued at one thread.
+const MAX_QUEUED_PER_THREAD: u32 = 1024;
+
+pub struct Scheduler {
+    config: SchedulerConfig,
+    list: JobList,
+    budget: BudgetController,
+    workers: BTreeMap<WorkerId, WorkerSlot>,
+    in_flight: HashMap<JobId, InFlight>,
+    /// Budgets of the jobs in flight (for the node limit).
+    reserved: u64,
+    next_job: u64,
+    /// The next job handed out is the run's first (it gets the initial depth limit).
+    first_job: bool,
+    totals: Totals,
+    outbox: VecDeque<(WorkerId, ToWorker)>,
+    output: Vec<u8>,
+    stop: Option<StopReason>,
+    failure: Option<JobFailure>,
+    outcome: Option<Outcome>,
+}
+
+impl Scheduler {
+    /// A new run from `root`.
+    pub fn new(config: SchedulerConfig, root: NodeBytes) -> Self {
+        let mut s = Self::with_state(config, Totals::default(), None);
+        s.list.extend_dfs([Pending {
+            depth: 0,
+            node: root,
+        }]);
+        s.first_job = true;
+        s
+    }
+
+    /// A run that carries on from saved totals and jobs (a resumed checkpoint).
+    pub fn resume(
+        config: SchedulerConfig,
+        totals: Totals,
+        budget: Option<crate::budget::BudgetState>,
+        jobs: impl IntoIterator<Item = Pending>,
+    ) -> Self {
+        let mut s = Self::with_state(config, totals, budget);
+        for p in jobs {
+            s.list.put_back(p);
+        }
+        s
+    }
+
+    fn with_state(
+        config: SchedulerConfig,
+        totals: Totals,
+        budget: Option<crate::budget::BudgetState>,
+    ) -> Self {
+        let controller = match budget {
+            Some(state) => BudgetController::resume(config.budget.clone(), state),
+            None => BudgetController::new(config.budget.clone()),
+        };
+        Scheduler {
+            list: JobList::new(config.order),
+            budget: controller,
+            config,
+            workers: BTreeMap::new(),
+            in_flight: HashMap::new(),
+            reserved: 0,
+            next_job: 0,
+            first_job: false,
+            totals,
+            outbox: VecDeque::new(),
+            output: Vec::new(),
+            stop: None,
+            failure: None,
+            outcome: None,
+        }
+    }
+
+    // ----- events -----
+
+    /// A worker with `threads` threads is ready for jobs.
+    pub fn add_worker(&mut self, worker: WorkerId, threads: u32) {
+        let job_ns = self.config.budget.target_job_ns as f64;
+        self.workers.insert(
+            worker,
+            WorkerSlot {
+                threads: threads.max(1),
+                outstanding: 0,
+                job_ns,
+            },
+        );
+        self.dispatch();
+    }
+
+    /// A message from `worker`. On a [`Violation`] nothing of the message is applied; the driver
+    /// should drop the worker with [`handle_disconnect`](Self::handle_disconnect).
+    pub fn handle_message(
+        &mut self,
+        worker: WorkerId,
+        message: FromWorker,
+    ) -> Result<(), Violation> {
+        let violation = |reason: String| Violation { worker, reason };
+        if !self.workers.contains_key(&worker) {
+            return Err(violation("message from an unknown worker".into()));
+        }
+        match message {
+            FromWorker::Reports(batch) => self.commit(worker, batch).map_err(violation)?,
+            FromWorker::Failed(failure) => {
+                let job = self.take_in_flight(worker, failure.id).map_err(violation)?;
+                tracing::error!(worker, node = %failure.node, "job failed: {}", failure.message);
+                self.list.put_back(Pending {
+                    depth: job.depth,
+                    node: job.node,
+                });
+                self.failure.get_or_insert(failure);
+                self.stop.get_or_insert(StopReason::JobFailed);
+            }
+        }
+        self.dispatch();
+        Ok(())
+    }
+
+    /// `worker` is gone: its jobs go back to L, and nothing it did for them counts.
+    pub fn handle_disconnect(&mut self, worker: WorkerId) {
+        if self.workers.remove(&worker).is_none() {
+            return;
+        }
+        let mut lost: Vec<(JobId, InFlight)> = self
+            .in_flight
+            .iter()
+            .filter(|(_, j)| j.worker == worker)
+            .map(|(&id, j)| (id, j.clone()))
+            .collect();
+        // Put the oldest back last, so that with LIFO order it is handed out first.
+        lost.sort_by_key(|&(id, _)| std::cmp::Reverse(id));
+        if !lost.is_empty() {
+            tracing::warn!(
+                worker,
+                jobs = lost.len(),
+                "worker lost; its jobs go back to the job list"
+            );
+        }
+        for (id, job) in lost {
+            self.in_flight.remove(&id);
+            self.reserved = self.reserved.saturating_sub(job.budget.0);
+            self.list.put_back(Pending {
+                depth: job.depth,
+                node: job.node,
+            });
+        }
+        self.dispatch();
+    }
+
+    /// Stop handing out jobs; the run ends once the jobs out with workers are reported.
+    pub fn stop(&mut self, reason: StopReason) {
+        self.stop.get_or_insert(reason);
+        self.dispatch();
+    }
+
+    // ----- outputs -----
+
+    /// The next message to deliver.
+    pub fn poll_send(&mut self) -> Option<(WorkerId, ToWorker)> {
+        self.outbox.pop_front()
+    }
+
+    /// Committed output records not yet written; the driver writes them, then calls
+    /// [`clear_output`](Self::clear_output).
+    pub fn output(&self) -> &[u8] {
+        &self.output
+    }
+
+    pub fn clear_output(&mut self) {
+        self.output.clear();
+    }
+
+    /// How the run ended, once it has.
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.outcome.as_ref()
+    }
+
+    // ----- state for reports and checkpoints -----
+
+    pub fn totals(&self) -> &Totals {
+        &self.totals
+    }
+
+    pub fn queued(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn job_list(&self) -> &JobList {
+        &self.list
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    pub fn threads(&self) -> usize {
+        self.workers.values().map(|w| w.threads as usize).sum()
+    }
+
+    /// Workers with at least one job.
+    pub fn busy_workers(&self) -> usize {
+        self.workers.values().filter(|w| w.outstanding > 0).count()
+    }
+
+    pub fn budget(&self) -> &BudgetController {
+        &self.budget
+    }
+
+    /// Every job not yet committed: those in L and those out with workers (by their start nodes).
+    pub fn pending_jobs(&self) -> Vec<Pending> {
+        let mut out: Vec<(JobId, Pending)> = self
+            .in_flight
+            .iter()
+            .map(|(&id, j)| {
+                (
+                    id,
+                    Pending {
+                        depth: j.depth,
+                        node: j.node.clone(),
+                    },
+                )
+            })
+            .collect();
+        out.sort_by_key(|&(id, _)| std::cmp::Reverse(id));
+        let mut jobs: Vec<Pending> = self.list.iter().cloned().collect();
+        jobs.extend(out.into_iter().map(|(_, p)| p));
+        jobs
+    }
+
+    // ----- internals -----
+
+    fn take_in_flight(&mut self, worker: WorkerId, id: JobId) -> Result<InFlight, String> {
+        match self.in_flight.get(&id) {
+            Some(job) if job.worker == worker => {}
+            Some(_) => return Err(format!("job {} belongs to another worker", id.0)),
+            None => return Err(format!("job {} is not out with this worker", id.0)),
+        }
+        let job = self.in_flight.remove(&id).expect("checked above");
+        self.reserved = self.reserved.saturating_sub(job.budget.0);
+        if let Some(slot) = self.workers.get_mut(&worker) {
+            slot.outstanding -= 1;
+        }
+        Ok(job)
+    }
+
+    /// Checks a whole batch, then commits it.
+    fn commit(&mut self, worker: WorkerId, batch: ReportBatch) -> Result<(), String> {
+        batch.validate().map_err(|e| e.to_string())?;
+        let mut ids: Vec<u64> = Vec::with_capacity(batch.reports.len());
+        for r in &batch.reports {
+            let job = self.in_flight.get(&r.id).filter(|j| j.worker == worker);
+            let Some(job) = job else {
+                return Err(format!(
+                    "report for job {} which is not out with this worker",
+                    r.id.0
+                ));
+            };
+            check_report(r, job)?;
+            ids.push(r.id.0);
+        }
+        ids.sort_unstable();
+        if ids.windows(2).any(|w| w[0] == w[1]) {
+            return Err("a job is reported twice".into());
+        }
+
+        let ReportBatch {
+            reports,
+            returned,
+            output,
+        } = batch;
+        let mut returned = returned.into_iter();
+        let mut output_at = 0usize;
+        let t = &mut self.totals;
+        for r in reports {
+            let job = self.in_flight.remove(&r.id).expect("checked above");
+            self.reserved = self.reserved.saturating_sub(job.budget.0);
+            t.nodes += r.visited;
+            t.leaves = t.leaves.zip(r.leaves).map(|(a, b)| a + b);
+            t.max_depth = t.max_depth.zip(r.max_depth).map(|(a, b)| a.max(b));
+            t.outputs += r.outputs;
+            t.jobs += 1;
+            t.returned += u64::from(r.returned);
+            let end = output_at + r.output_bytes as usize;
+            self.output.extend_from_slice(&output[output_at..end]);
+            t.output_bytes += r.output_bytes;
+            output_at = end;
+            self.list.extend_dfs(
+                returned
+                    .by_ref()
+                    .take(r.returned as usize)
+                    .map(|n| Pending {
+                        depth: n.depth,
+                        node: n.node,
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            self.budget.observe(r.visited, r.elapsed_ns);
+            if let Some(slot) = self.workers.get_mut(&worker) {
+                slot.outstanding -= 1;
+                slot.job_ns = slot.job_ns * 0.9 + r.elapsed_ns as f64 * 0.1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Nodes that may still be given out as budgets under the node limit.
+    fn remaining_budget(&self) -> u64 {
+        match self.config.node_limit {
+            Some(limit) => limit
+                .saturating_sub(self.totals.nodes)
+                .saturating_sub(self.reserved),
+            None => u64::MAX,
+        }
+    }
+
+    fn next_assignment(&mut self, depth: u32) -> Assignment {
+        if std::mem::take(&mut self.first_job) {
+            self.budget.first_job()
+        } else {
+            self.budget.assign(depth, self.list.len(), self.threads())
+        }
+    }
+
+    /// Hands out jobs: first one to every idle thread, then the queues ahead.
+    fn dispatch(&mut self) {
+        if self.outcome.is_some() {
+            return;
+        }
+        if self.stop.is_none()
+            && !self.list.is_empty()
+            && self.remaining_budget() == 0
+            && self.in_flight.is_empty()
+        {
+            self.stop = Some(StopReason::NodeLimit);
+        }
+        if self.stop.is_none() {
+            let ids: Vec<WorkerId> = self.workers.keys().copied().collect();
+            for fill_queue in [false, true] {
+                for &id in &ids {
+                    let slot = &self.workers[&id];
+                    let want = if fill_queue {
+                        self.queue_target(slot)
+                    } else {
+                        slot.threads
+                    };
+                    let want = want.saturating_sub(slot.outstanding);
+                    self.send_jobs(id, want);
+                }
+            }
+        }
+        self.check_finished();
+    }
+
+    fn queue_target(&self, slot: &WorkerSlot) -> u32 {
+        let ahead = self.config.queue_ahead.as_nanos() as f64 / slot.job_ns.max(1.0);
+        let per_thread = (1.0 + ahead.ceil()).clamp(2.0, MAX_QUEUED_PER_THREAD as f64) as u32;
+        per_thread * slot.threads
+    }
+
+    fn send_jobs(&mut self, worker: WorkerId, want: u32) {
+        let mut jobs = Vec::new();
+        while jobs.len() < want as usize {
+            let remaining = self.remaining_budget();
+            if remaining == 0 {
+                break;
+            }
+            let Some(pending) = self.list.pop() else {
+                break;
+            };
+            let a = self.next_assignment(pending.depth);
+            let budget = Budget(a.budget.0.min(remaining).max(1));
+            let id = JobId(self.next_job);
+            self.next_job += 1;
+            self.reserved = self.reserved.saturating_add(budget.0);
+            self.in_flight.insert(
+                id,
+                InFlight {
+                    worker,
+                    depth: pending.depth,
+                    budget,
+                    node: pending.node.clone(),
+                },
+            );
+            jobs.push(Job {
+                id,
+                depth: pending.depth,
+                budget,
+                max_depth: a.max_depth,
+                node: pending.node,
+            });
+        }
+        if !jobs.is_empty() {
+            if let Some(slot) = self.workers.get_mut(&worker) {
+                slot.outstanding += jobs.len() as u32;
+            }
+            self.outbox.push_back((worker, ToWorker::Jobs(jobs)));
+        }
+    }
+
+    fn check_finished(&mut self) {
+        if self.outcome.is_some() || !self.in_flight.is_empty() {
+            return;
+        }
+        let outcome = if let Some(failure) = &self.failure {
+            Outcome::Failed(failure.clone())
+        } else if self.list.is_empty() {
+            Outcome::Complete
+        } else if let Some(reason) = self.stop {
+            Outcome::Stopped(reason)
+        } else {
+            return;
+        };
+        self.outcome = Some(outcome);
+        for &id in self.workers.keys() {
+            self.outbox.push_back((id, ToWorker::Finish));
+        }
+    }
+}
+
+/// A report must describe a plausible run of its job.
+fn check_report(r: &JobReport, job: &InFlight) -> Result<(), String> {
+    if r.visited == 0 {
+        return Err(format!(
+            "job {} reports no visited node (its start node would be lost)",
+            r.id.0
+        ));
+    }
+    if r.visited > job.budget.0 {
+        return Err(format!(
+            "job {} visited {} nodes on a budget of {}",
+            r.id.0, r.visited, job.budget
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,329 @@
+//! Deterministic simulation of the scheduler: fake workers run real budgeted searches, take their
+//! time, report in batches, die and join, and the run must still count every node exactly once and
+//! commit every output record exactly once.
+
+use bts_master::{
+    BudgetConfig, Order, Outcome, Pending, Scheduler, SchedulerConfig, StopReason, Totals,
+};
+use bts_protocol::{FromWorker, Job, ReportBatch, ToWorker};
+use bts_trees::{Gw, Queens};
+use bts_worker::{JobRunner, Limits, RunnerSettings, Searcher, Tree, TreeSearcher, search};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Any tree, with every node's debug form as its output record: exactly-once output is then
+/// exactly-once visiting, checkable node by node.
+struct Recorded<T>(T);
+
+impl<T: Tree> Tree for Recorded<T> {
+    type Node = T::Node;
+    type Children<'a> = T::Children<'a>;
+    fn root(&self) -> T::Node {
+        self.0.root()
+    }
+    fn children<'a>(&'a self, node: &T::Node, depth: u32) -> T::Children<'a> {
+        self.0.children(node, depth)
+    }
+    fn output(&self, node: &T::Node, depth: u32, out: &mut String) -> bool {
+        use std::fmt::Write;
+        write!(out, "{depth} {node:?}").unwrap();
+        true
+    }
+}
+
+/// The truth, from one sequential search: totals and sorted records.
+fn sequential<T: Tree>(tree: &T) -> (u64, u64, u32, Vec<String>) {
+    let mut out = String::new();
+    let s = search(
+        tree,
+        tree.root(),
+        0,
+        Limits::UNLIMITED,
+        &mut out,
+        &mut |_, _| unreachable!(),
+    );
+    let mut records: Vec<String> = out.lines().map(str::to_string).collect();
+    records.sort();
+    (s.visited, s.leaves, s.max_depth, records)
+}
+
+struct FakeWorker {
+    runner: Box<dyn JobRunner>,
+    queue: VecDeque<Job>,
+    batch: ReportBatch,
+}
+
+struct Sim {
+    searcher: TreeSearcher<Recorded<Gw>>,
+    scheduler: Scheduler,
+    workers: BTreeMap<u64, FakeWorker>,
+    next_worker: u64,
+    output: Vec<u8>,
+}
+
+impl Sim {
+    fn new(tree: Gw, config: SchedulerConfig, workers: usize) -> Sim {
+        let searcher = TreeSearcher::new(Recorded(tree));
+        let scheduler = Scheduler::new(config, searcher.root().unwrap());
+        let mut sim = Sim {
+            searcher,
+            scheduler,
+            workers: BTreeMap::new(),
+            next_worker: 0,
+            output: Vec::new(),
+        };
+        for _ in 0..workers {
+            sim.join();
+        }
+        sim
+    }
+
+    fn join(&mut self) {
+        let id = self.next_worker;
+        self.next_worker += 1;
+        let runner = self.searcher.runner(RunnerSettings::default()).unwrap();
+        self.workers.insert(
+            id,
+            FakeWorker {
+                runner,
+                queue: VecDeque::new(),
+                batch: ReportBatch::default(),
+            },
+        );
+        self.scheduler.add_worker(id, 1 + (id % 3) as u32);
+        self.deliver();
+    }
+
+    fn deliver(&mut self) {
+        while let Some((id, message)) = self.scheduler.poll_send() {
+            if let (Some(w), ToWorker::Jobs(jobs)) = (self.workers.get_mut(&id), message) {
+                w.queue.extend(jobs);
+            }
+        }
+        self.output.extend_from_slice(self.scheduler.output());
+        self.scheduler.clear_output();
+    }
+
+    /// Worker `id` runs its next job; simulated time is 100 ns a node.
+    fn run_one(&mut self, id: u64) {
+        let Some(w) = self.workers.get_mut(&id) else {
+            return;
+        };
+        let Some(job) = w.queue.pop_front() else {
+            return;
+        };
+        w.runner.run(&job, &mut w.batch).unwrap();
+        let report = w.batch.reports.last_mut().unwrap();
+        report.elapsed_ns = report.visited * 100;
+    }
+
+    fn flush(&mut self, id: u64) {
+        let Some(w) = self.workers.get_mut(&id) else {
+            return;
+        };
+        if w.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut w.batch);
+        self.scheduler
+            .handle_message(id, FromWorker::Reports(batch))
+            .unwrap();
+        self.deliver();
+    }
+
+    fn kill(&mut self, id: u64) {
+        if self.workers.remove(&id).is_some() {
+            self.scheduler.handle_disconnect(id);
+            self.deliver();
+        }
+    }
+
+    fn nth_worker(&self, n: usize) -> Option<u64> {
+        let ids: Vec<u64> = self.workers.keys().copied().collect();
+        (!ids.is_empty()).then(|| ids[n % ids.len()])
+    }
+
+    /// Lets every worker work until the run ends.
+    fn finish(&mut self) -> Outcome {
+        if self.workers.is_empty() {
+            self.join();
+        }
+        let mut rounds = 0;
+        while self.scheduler.outcome().is_none() {
+            rounds += 1;
+            assert!(rounds < 10_000_000, "the run does not end");
+            let ids: Vec<u64> = self.workers.keys().copied().collect();
+            for id in ids {
+                self.run_one(id);
+                self.flush(id);
+            }
+        }
+        self.scheduler.outcome().unwrap().clone()
+    }
+
+    fn records(&self) -> Vec<String> {
+        let mut r: Vec<String> = String::from_utf8(self.output.clone())
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        r.sort();
+        r
+    }
+}
+
+fn config_strategy() -> impl Strategy<Value = SchedulerConfig> {
+    (
+        1u64..60,
+        any::<bool>(),
+        prop_oneof![Just(Order::Lifo), Just(Order::Fifo)],
+        proptest::option::of(0u32..3),
+        proptest::option::of(1.0f64..4.0),
+        proptest::option::of(0u32..3),
+        2u64..20,
+    )
+        .prop_map(
+            |(initial, fixed, order, maxd, lmax, initial_depth, scale)| SchedulerConfig {
+                order,
+                budget: BudgetConfig {
+                    initial,
+                    fixed,
+                    scale,
+                    lmax,
+                    maxd,
+                    initial_depth,
+                    target_job_ns: 20_000,
+                    ..BudgetConfig::default()
+                },
+                ..SchedulerConfig::default()
+            },
+        )
+}
+
+/// Seeds of gw trees (Δ = 3) with a few hundred to a few thousand nodes.
+const SEEDS: [u64; 6] = [1, 5, 17, 23, 42, 77];
+
+fn gw(seed_index: usize) -> Gw {
+    // Pick the first seed at or after SEEDS[i] whose tree has 200..20000 nodes.
+    (SEEDS[seed_index % SEEDS.len()]..)
+        .map(|s| Gw::new(3, s))
+        .find(|g| (200..20_000).contains(&sequential(g).0))
+        .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Workers run, report, die and join in any order: the totals are exact and every node's
+    /// record is committed exactly once.
+    #[test]
+    fn every_node_counted_once_whatever_the_schedule(
+        tree in 0usize..6,
+        config in config_strategy(),
+        workers in 1usize..4,
+        actions in proptest::collection::vec((0u8..10, any::<usize>()), 0..400),
+    ) {
+        let (nodes, leaves, depth, records) = sequential(&Recorded(gw(tree)));
+        let mut sim = Sim::new(gw(tree), config, workers);
+        for (action, n) in actions {
+            let Some(id) = sim.nth_worker(n) else { sim.join(); continue };
+            match action {
+                0..=5 => sim.run_one(id),
+                6..=7 => sim.flush(id),
+                8 => sim.kill(id),
+                _ => sim.join(),
+            }
+            if sim.scheduler.outcome().is_some() {
+                break;
+            }
+        }
+        prop_assert_eq!(sim.finish(), Outcome::Complete);
+        let t = sim.scheduler.totals();
+        prop_assert_eq!((t.nodes, t.leaves, t.max_depth, t.outputs), (nodes, Some(leaves), Some(depth), nodes));
+        prop_assert_eq!(sim.records(), records);
+        prop_assert_eq!(sim.scheduler.in_flight(), 0);
+    }
+
+    /// A node limit stops the run at exactly that many nodes; a new run from the remaining jobs
+    /// and the totals finishes the tree exactly.
+    #[test]
+    fn node_limit_stops_exactly_and_the_rest_resumes(
+        tree in 0usize..6,
+        config in config_strategy(),
+        fraction in 0.0f64..1.0,
+        kills in proptest::collection::vec(any::<usize>(), 0..3),
+    ) {
+        let gw_tree = gw(tree);
+        let (nodes, leaves, depth, records) = sequential(&Recorded(gw(tree)));
+        let limit = ((nodes as f64 * fraction) as u64).max(1);
+        let mut sim = Sim::new(gw_tree, SchedulerConfig { node_limit: Some(limit), ..config.clone() }, 2);
+        for k in kills {
+            if let Some(id) = sim.nth_worker(k) {
+                sim.run_one(id);
+                sim.kill(id);
+            }
+        }
+        let outcome = sim.finish();
+        let first: Totals = sim.scheduler.totals().clone();
+        if limit >= nodes {
+            prop_assert_eq!(outcome, Outcome::Complete);
+            return Ok(());
+        }
+        prop_assert_eq!(outcome, Outcome::Stopped(StopReason::NodeLimit));
+        prop_assert_eq!(first.nodes, limit);
+
+        let pending: Vec<Pending> = sim.scheduler.pending_jobs();
+        let budget = sim.scheduler.budget().state().clone();
+        let mut rest = Sim::new(gw(tree), config.clone(), 0);
+        rest.scheduler = Scheduler::resume(config, first, Some(budget), pending);
+        rest.join();
+        rest.join();
+        prop_assert_eq!(rest.finish(), Outcome::Complete);
+        let t = rest.scheduler.totals();
+        prop_assert_eq!((t.nodes, t.leaves, t.max_depth, t.outputs), (nodes, Some(leaves), Some(depth), nodes));
+        let mut all = sim.records();
+        all.extend(rest.records());
+        all.sort();
+        prop_assert_eq!(all, records);
+    }
+}
+
+#[test]
+fn queens_solutions_are_committed_once_each_through_the_scheduler() {
+    let searcher = TreeSearcher::new(Queens::new(8));
+    let mut scheduler = Scheduler::new(
+        SchedulerConfig {
+            budget: BudgetConfig {
+                initial: 3,
+                fixed: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        searcher.root().unwrap(),
+    );
+    let mut runner = searcher.runner(RunnerSettings::default()).unwrap();
+    scheduler.add_worker(0, 1);
+    let mut output = Vec::new();
+    while scheduler.outcome().is_none() {
+        let mut batch = ReportBatch::default();
+        while let Some((_, message)) = scheduler.poll_send() {
+            if let ToWorker::Jobs(jobs) = message {
+                for job in jobs {
+                    runner.run(&job, &mut batch).unwrap();
+                }
+            }
+        }
+        scheduler
+            .handle_message(0, FromWorker::Reports(batch))
+            .unwrap();
+        output.extend_from_slice(scheduler.output());
+        scheduler.clear_output();
+    }
+    let mut boards: Vec<&str> = std::str::from_utf8(&output).unwrap().lines().collect();
+    assert_eq!(boards.len(), 92);
+    boards.sort();
+    boards.dedup();
+    assert_eq!(boards.len(), 92);
+    assert_eq!(scheduler.totals().outputs, 92);
+}

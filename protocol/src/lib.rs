@@ -1,0 +1,14 @@
+//! Messages between the bts master and its workers.
+//!
+//! The master never sees a tree's node type: a node travels as [`NodeBytes`], the node serialised
+//! with postcard by the worker side. Jobs go out in [`ToWorker::Jobs`]; finished jobs come back in a
+//! [`ReportBatch`], which keeps the nodes and output records of many jobs in flat arrays so that a
+//! batch costs a handful of allocations however many jobs it carries.
+
+mod job;
+mod message;
+mod node;
+
+pub use job::{BatchError, Budget, Job, JobId, JobReport, ReportBatch, Returned};
+pub use message::{FromWorker, JobFailure, ToWorker, TreeSpec};
+pub use node::NodeBytes;

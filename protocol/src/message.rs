@@ -1,0 +1,55 @@
+//! The messages of a run, whatever carries them (a channel to a thread or a TCP connection).
+
+use crate::{Job, JobId, ReportBatch};
+use serde::{Deserialize, Serialize};
+
+/// Master to worker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToWorker {
+    /// More jobs to run, in addition to those the worker holds.
+    Jobs(Vec<Job>),
+    /// The run is over: stop once the current message is handled.
+    Finish,
+}
+
+/// Worker to master.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FromWorker {
+    /// Finished jobs.
+    Reports(ReportBatch),
+    /// A job that could not be run (the oracle panicked, the node could not be decoded, ...).
+    /// Nothing of it is committed.
+    Failed(JobFailure),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFailure {
+    pub id: JobId,
+    /// The job's start node in the tree's debug form.
+    pub node: String,
+    pub message: String,
+}
+
+/// Names a tree and its options, so that any worker can build the same tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeSpec {
+    pub name: String,
+    pub args: Vec<String>,
+}
+
+impl TreeSpec {
+    pub fn new(name: impl Into<String>, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self {
+            name: name.into(),
+            args: args.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// The tree as a user would type it: `uts --preset T1`.
+    pub fn command_line(&self) -> String {
+        std::iter::once(self.name.as_str())
+            .chain(self.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}

@@ -1,0 +1,166 @@
+//! Command-line options as clap parses them. They are only checked here; `cli::run` turns them
+//! into the run's configuration.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bts",
+    version,
+    about = "Budgeted tree search: enumerate huge implicit trees in parallel"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Enumerate a tree: bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]
+    #[command(disable_help_flag = true)]
+    Run {
+        /// Run options, the tree's name and the tree's options (run options may follow the tree's).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// List the built-in trees.
+    Trees,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    Budget,
+    Polling,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OrderArg {
+    Lifo,
+    Fifo,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Progress {
+    Auto,
+    Always,
+    Never,
+}
+
+/// The options of `bts run` (and later `bts resume`).
+#[derive(Debug, Parser)]
+#[command(
+    name = "bts run",
+    no_binary_name = true,
+    about = "Enumerate a tree: bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]",
+    override_usage = "bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS] [RUN-OPTIONS]"
+)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub workers: WorkerArgs,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub stopping: StopArgs,
+    /// More log output (-v: info, -vv: debug)
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Less log output (errors only)
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Workers")]
+pub struct WorkerArgs {
+    /// Local worker threads [default: the number of cores]
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Scheduling mode
+    #[arg(long, value_enum, default_value = "budget")]
+    pub mode: Mode,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Budget (mts/mplrs controls; the default adapts by itself)")]
+pub struct BudgetArgs {
+    /// Initial budget b: nodes a job may visit ("inf" for no limit) [default: 100]
+    #[arg(long, value_name = "B", value_parser = parse_budget)]
+    pub budget: Option<u64>,
+    /// Never change b and never impose a depth limit
+    #[arg(long)]
+    pub fixed_budget: bool,
+    /// Factor of the lmin/lmax rules
+    #[arg(long, value_name = "S", default_value_t = 100, value_parser = clap::value_parser!(u64).range(2..))]
+    pub scale: u64,
+    /// While |L| < lmin*P, jobs get the depth limit --maxd, or b/scale without one
+    #[arg(long, value_name = "L", default_value_t = 1.0, value_parser = parse_nonnegative)]
+    pub lmin: f64,
+    /// While |L| > lmax*P, jobs get b*scale [default: off]
+    #[arg(long, value_name = "L", value_parser = parse_nonnegative)]
+    pub lmax: Option<f64>,
+    /// Relative depth limit of jobs handed out while |L| < lmin*P
+    #[arg(long, value_name = "D", value_parser = clap::value_parser!(u32).range(1..))]
+    pub maxd: Option<u32>,
+    /// Depth limit of the first job, to seed the job list
+    #[arg(long, value_name = "D")]
+    pub initial_depth: Option<u32>,
+    /// Which job to hand out next
+    #[arg(long, value_enum, default_value = "lifo")]
+    pub order: OrderArg,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Output and reports")]
+pub struct OutputArgs {
+    /// Write output records to FILE [default: stdout]
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Count output records without writing them
+    #[arg(long, conflicts_with = "output")]
+    pub count_only: bool,
+    /// Write the summary as JSON to FILE ("-": stdout, after any output records)
+    #[arg(long, value_name = "FILE")]
+    pub summary_json: Option<PathBuf>,
+    /// Progress display on stderr
+    #[arg(long, value_enum, default_value = "auto")]
+    pub progress: Progress,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Stopping")]
+pub struct StopArgs {
+    /// Stop after visiting N nodes (exit status 3)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub node_limit: Option<u64>,
+    /// Stop after SECS seconds (fractions allowed; exit status 3)
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub time_limit: Option<f64>,
+}
+
+fn parse_budget(s: &str) -> Result<u64, String> {
+    if s.eq_ignore_ascii_case("inf") {
+        return Ok(u64::MAX);
+    }
+    match s.parse::<u64>() {
+        Ok(0) => Err("a budget must be at least 1 (or inf)".into()),
+        Ok(b) => Ok(b),
+        Err(_) => Err(format!("'{s}' is not a budget (a positive integer or inf)")),
+    }
+}
+
+fn parse_nonnegative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("'{s}' is not a number >= 0")),
+    }
+}
+
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("'{s}' is not a positive number of seconds")),
+    }
+}

@@ -1,0 +1,92 @@
+//! The `bts` command line. Errors are mapped to exit statuses in one place ([`main_with`]):
+//! 0 complete, 1 failure, 2 bad usage or input, 3 stopped early.
+
+mod args;
+mod run;
+mod split;
+
+use crate::Registry;
+use clap::Parser;
+use std::ffi::OsString;
+use std::fmt;
+
+pub use args::RunArgs;
+
+/// Exit statuses of the command line (see ARCHITECTURE.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Complete = 0,
+    Failure = 1,
+    Usage = 2,
+    Stopped = 3,
+}
+
+/// An error with the exit status it maps to.
+#[derive(Debug)]
+pub struct CliError {
+    pub exit: Exit,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn usage(message: impl fmt::Display) -> Self {
+        Self {
+            exit: Exit::Usage,
+            message: message.to_string(),
+        }
+    }
+
+    pub fn failure(message: impl fmt::Display) -> Self {
+        Self {
+            exit: Exit::Failure,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// The `bts` program with the built-in trees.
+pub fn main() -> ! {
+    main_with(Registry::builtin())
+}
+
+/// The `bts` program with the trees of `registry`: a program built on the bts library calls this
+/// with its own trees registered, and gets the whole command line for them.
+pub fn main_with(registry: Registry) -> ! {
+    let code = match run_cli(&registry, std::env::args_os()) {
+        Ok(exit) => exit,
+        Err(e) => {
+            eprintln!("bts: error: {}", e.message);
+            e.exit
+        }
+    };
+    std::process::exit(code as i32)
+}
+
+fn run_cli(
+    registry: &Registry,
+    args: impl IntoIterator<Item = OsString>,
+) -> Result<Exit, CliError> {
+    let cli = match args::Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => return print_clap(e),
+    };
+    match cli.command {
+        args::Command::Run { args } => run::run(registry, &args),
+        args::Command::Trees => {
+            print!("{}", registry.describe());
+            Ok(Exit::Complete)
+        }
+    }
+}
+
+/// Prints clap's help or error; help is a success, anything else bad usage.
+pub(crate) fn print_clap(e: clap::Error) -> Result<Exit, CliError> {
+    use clap::error::ErrorKind;
+    let _ = e.print();
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => Ok(Exit::Complete),
+        _ => Ok(Exit::Usage),
+    }
+}

@@ -1,0 +1,27 @@
+//! bts — budgeted tree search: enumerate every node of a huge tree, given by its root and an
+//! adjacency oracle, in parallel on the cores of one machine and on many machines.
+//!
+//! Implement [`Tree`] (or the paper's [`AdjacencyOracle`] form) for your tree, then either run it
+//! from your program with [`Run`], or register it in a [`Registry`] and hand that to
+//! [`cli::main_with`] to get the whole `bts` command line for it.
+//!
+//! This crate is a facade over small crates with one job each: `bts-protocol` (messages),
+//! `bts-worker` (the oracle traits and the budgeted search), `bts-master` (the job list and the
+//! scheduler) and `bts-trees` (the built-in trees).
+
+pub mod cli;
+mod logging;
+mod registry;
+mod run;
+mod signals;
+mod summary;
+
+pub use bts_master::{BudgetConfig, Order, Outcome, SchedulerConfig, StopReason, Totals};
+pub use bts_protocol::TreeSpec;
+pub use bts_worker::{AdjChildren, Adjacency, AdjacencyOracle, JobStats, Limits, Tree, search};
+pub use registry::{BuildError, Registry};
+pub use run::{Finished, Run, RunError, RunOptions, Stopper};
+pub use summary::{BudgetSummary, Summary};
+
+/// The built-in trees.
+pub use bts_trees as trees;

@@ -1,0 +1,5 @@
+//! The `bts` command.
+
+fn main() {
+    bts::cli::main()
+}

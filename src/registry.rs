@@ -1,0 +1,133 @@
+//! Trees by name: how the command line, remote workers and checkpoints build a tree from a
+//! [`TreeSpec`] (a name and its options).
+//!
+//! A program built on the bts library registers its own trees next to the built-in ones and runs
+//! [`crate::cli::main_with`]; its workers then build the same trees by name.
+
+use crate::Tree;
+use bts_protocol::TreeSpec;
+use bts_worker::{Searcher, TreeSearcher};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Why a tree could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("unknown tree '{name}' (known trees: {known})")]
+    Unknown { name: String, known: String },
+    /// The tree's options are wrong; the message says how.
+    #[error("{0}")]
+    Invalid(String),
+    /// The user asked for the tree's help text.
+    #[error("{0}")]
+    Help(String),
+}
+
+type Build = dyn Fn(&[String]) -> Result<Arc<dyn Searcher>, BuildError> + Send + Sync;
+
+struct Entry {
+    about: String,
+    build: Box<Build>,
+}
+
+/// The trees a program knows.
+#[derive(Default)]
+pub struct Registry {
+    entries: BTreeMap<String, Entry>,
+}
+
+impl Registry {
+    /// No trees.
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// The built-in trees: `uts`, `gw`, `queens`.
+    pub fn builtin() -> Self {
+        let mut r = Self::empty();
+        r.register::<bts_trees::UtsArgs, _>("uts", |a| bts_trees::Uts::new(a.params()?));
+        r.register::<bts_trees::GwArgs, _>("gw", |a| Ok(a.build()));
+        r.register::<bts_trees::QueensArgs, _>("queens", |a| Ok(a.build()));
+        r
+    }
+
+    /// Registers a [`Tree`] whose options are parsed by clap into `A`, then turned into the tree by
+    /// `build` (which may refuse them with a message).
+    pub fn register<A, T>(
+        &mut self,
+        name: &str,
+        build: impl Fn(A) -> Result<T, String> + Send + Sync + 'static,
+    ) where
+        A: clap::Parser,
+        T: Tree,
+    {
+        let about = A::command()
+            .get_about()
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        let tree_name = name.to_string();
+        self.register_searcher(name, &about, move |args| {
+            let parsed = A::try_parse_from(args).map_err(|e| match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    BuildError::Help(e.render().to_string())
+                }
+                _ => BuildError::Invalid(format!(
+                    "{tree_name}: {}",
+                    first_line(&e.render().to_string())
+                )),
+            })?;
+            let tree = build(parsed).map_err(BuildError::Invalid)?;
+            Ok(Arc::new(TreeSearcher::new(tree)) as Arc<dyn Searcher>)
+        });
+    }
+
+    /// Registers a tree behind the type-erased [`Searcher`] interface (as legacy programs are).
+    pub fn register_searcher(
+        &mut self,
+        name: &str,
+        about: &str,
+        build: impl Fn(&[String]) -> Result<Arc<dyn Searcher>, BuildError> + Send + Sync + 'static,
+    ) {
+        self.entries.insert(
+            name.to_string(),
+            Entry {
+                about: about.to_string(),
+                build: Box::new(build),
+            },
+        );
+    }
+
+    /// Builds the tree `spec` names.
+    pub fn build(&self, spec: &TreeSpec) -> Result<Arc<dyn Searcher>, BuildError> {
+        match self.entries.get(&spec.name) {
+            Some(entry) => (entry.build)(&spec.args),
+            None => Err(BuildError::Unknown {
+                name: spec.name.clone(),
+                known: self.names().join(", "),
+            }),
+        }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.entries.contains_key(name)
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.entries.keys().map(String::as_str).collect()
+    }
+
+    /// One line per tree: name and description.
+    pub fn describe(&self) -> String {
+        let width = self.entries.keys().map(String::len).max().unwrap_or(0);
+        self.entries
+            .iter()
+            .map(|(name, e)| format!("  {name:width$}  {}\n", e.about))
+            .collect()
+    }
+}
+
+/// The first meaningful line of a clap error ("error: ..."), without clap's "error: " prefix.
+fn first_line(text: &str) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or(text);
+    line.trim().trim_start_matches("error: ").to_string()
+}

@@ -1,0 +1,121 @@
+//! The summary of a run: printed for people on stderr, written as JSON for programs.
+
+use bts_master::{Order, Outcome, Scheduler, StopReason};
+use serde::Serialize;
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BudgetSummary {
+    pub initial: u64,
+    #[serde(rename = "final")]
+    pub last: u64,
+}
+
+/// The fields of `--summary-json` (see ARCHITECTURE.md).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    /// Every node was visited.
+    pub complete: bool,
+    /// `complete`, or why the run stopped: `node-limit`, `time-limit`, `stop-file`, `signal`,
+    /// `failed`, `no-workers`.
+    pub outcome: String,
+    pub tree: String,
+    pub mode: String,
+    pub nodes: u64,
+    pub leaves: Option<u64>,
+    pub max_depth: Option<u32>,
+    pub outputs: u64,
+    pub jobs: u64,
+    pub returned: u64,
+    pub workers: usize,
+    pub elapsed_s: f64,
+    pub nodes_per_s: f64,
+    pub budget: BudgetSummary,
+    pub order: String,
+    /// Jobs left in L (0 when complete).
+    pub queued: usize,
+}
+
+pub fn outcome_name(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Complete => "complete",
+        Outcome::Failed(_) => "failed",
+        Outcome::Stopped(reason) => match reason {
+            StopReason::NodeLimit => "node-limit",
+            StopReason::TimeLimit => "time-limit",
+            StopReason::StopFile => "stop-file",
+            StopReason::Signal => "signal",
+            StopReason::JobFailed => "failed",
+            StopReason::NoWorkers => "no-workers",
+        },
+    }
+}
+
+impl Summary {
+    pub fn new(
+        tree: &str,
+        outcome: &Outcome,
+        scheduler: &Scheduler,
+        workers: usize,
+        initial_budget: u64,
+        elapsed: Duration,
+    ) -> Self {
+        let t = scheduler.totals();
+        let secs = elapsed.as_secs_f64();
+        Summary {
+            complete: *outcome == Outcome::Complete,
+            outcome: outcome_name(outcome).to_string(),
+            tree: tree.to_string(),
+            mode: "budget".to_string(),
+            nodes: t.nodes,
+            leaves: t.leaves,
+            max_depth: t.max_depth,
+            outputs: t.outputs,
+            jobs: t.jobs,
+            returned: t.returned,
+            workers,
+            elapsed_s: secs,
+            nodes_per_s: if secs > 0.0 {
+                t.nodes as f64 / secs
+            } else {
+                0.0
+            },
+            budget: BudgetSummary {
+                initial: initial_budget,
+                last: scheduler.budget().base(),
+            },
+            order: match scheduler.job_list().order() {
+                Order::Lifo => "lifo",
+                Order::Fifo => "fifo",
+            }
+            .to_string(),
+            queued: scheduler.queued() + scheduler.in_flight(),
+        }
+    }
+
+    /// Two lines for people.
+    pub fn human(&self) -> String {
+        let opt = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+        format!(
+            "bts: {}: {} nodes, {} leaves, max depth {}, {} outputs\n\
+             bts: {:.3} s, {:.3} M nodes/s, {} workers, {} jobs, {} returned, budget {} -> {}{}\n",
+            self.outcome,
+            self.nodes,
+            opt(self.leaves),
+            opt(self.max_depth.map(u64::from)),
+            self.outputs,
+            self.elapsed_s,
+            self.nodes_per_s / 1e6,
+            self.workers,
+            self.jobs,
+            self.returned,
+            self.budget.initial,
+            self.budget.last,
+            if self.queued > 0 {
+                format!(", {} jobs left", self.queued)
+            } else {
+                String::new()
+            },
+        )
+    }
+}

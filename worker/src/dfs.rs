@@ -1,0 +1,338 @@
+//! Budgeted depth-first search: the work of one job.
+
+use crate::Tree;
+
+/// How far a job may go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Visit at most this many nodes (at least 1; `u64::MAX` means no limit).
+    pub budget: u64,
+    /// Visit no node deeper than this absolute depth; deeper nodes are returned unvisited.
+    pub max_depth: Option<u32>,
+}
+
+impl Limits {
+    pub const UNLIMITED: Limits = Limits {
+        budget: u64::MAX,
+        max_depth: None,
+    };
+}
+
+/// What a search visited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobStats {
+    pub visited: u64,
+    /// Visited nodes that have no children.
+    pub leaves: u64,
+    /// Depth of the deepest visited node.
+    pub max_depth: u32,
+    /// Output records written.
+    pub outputs: u64,
+}
+
+/// Searches the subtree of `start` (at depth `start_depth`) depth first, visiting at most
+/// `limits.budget` nodes and none deeper than `limits.max_depth`.
+///
+/// Visiting a node means counting it, writing its output record (each record is followed by `\n`
+/// in `out`) and asking for its children. Every node generated but not visited is passed to
+/// `returned` with its depth, in the order a sequential depth-first search would have visited
+/// them: nodes beyond the depth limit as they are met, then, when the budget runs out, the
+/// children of the last visited node followed by the remaining siblings on the stack from the
+/// deepest level up.
+///
+/// `limits.budget` must be at least 1: the start node is always visited.
+pub fn search<T: Tree + ?Sized>(
+    tree: &T,
+    start: T::Node,
+    start_depth: u32,
+    limits: Limits,
+    out: &mut String,
+    returned: &mut impl FnMut(T::Node, u32),
+) -> JobStats {
+    let budget = limits.budget.max(1);
+    let max_depth = limits.max_depth.unwrap_or(u32::MAX);
+    let mut stats = JobStats {
+        max_depth: start_depth,
+        ..JobStats::default()
+    };
+    // stack[i] holds the untaken children of the node at depth start_depth + i.
+    let mut stack: Vec<T::Children<'_>> = Vec::new();
+    let mut node = start;
+    let mut depth = start_depth;
+    loop {
+        stats.visited += 1;
+        stats.max_depth = stats.max_depth.max(depth);
+        if tree.output(&node, depth, out) {
+            out.push('\n');
+            stats.outputs += 1;
+        }
+        let mut children = tree.children(&node, depth);
+
+        if stats.visited == budget || depth >= max_depth {
+            // Either the budget is spent or the children lie beyond the depth limit: hand the
+            // children back unvisited.
+            let mut any = false;
+            for child in children {
+                any = true;
+                returned(child, depth + 1);
+            }
+            if !any {
+                stats.leaves += 1;
+            }
+            if stats.visited == budget {
+                while let Some(frame) = stack.pop() {
+                    let child_depth = start_depth + stack.len() as u32 + 1;
+                    for child in frame {
+                        returned(child, child_depth);
+                    }
+                }
+                return stats;
+            }
+        } else if let Some(child) = children.next() {
+            stack.push(children);
+            node = child;
+            depth += 1;
+            continue;
+        } else {
+            stats.leaves += 1;
+        }
+
+        // Backtrack to the next sibling.
+        loop {
+            let Some(top) = stack.last_mut() else {
+                return stats;
+            };
+            if let Some(child) = top.next() {
+                node = child;
+                depth = start_depth + stack.len() as u32;
+                break;
+            }
+            stack.pop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+    use std::fmt::Write;
+
+    /// A tree given by explicit child lists; node ids are indices, output records are the ids.
+    struct Explicit {
+        children: Vec<Vec<u32>>,
+    }
+
+    impl Tree for Explicit {
+        type Node = u32;
+        type Children<'a> = std::iter::Copied<std::slice::Iter<'a, u32>>;
+        fn root(&self) -> u32 {
+            0
+        }
+        fn children<'a>(&'a self, node: &u32, _depth: u32) -> Self::Children<'a> {
+            self.children[*node as usize].iter().copied()
+        }
+        fn output(&self, node: &u32, _depth: u32, out: &mut String) -> bool {
+            write!(out, "{node}").unwrap();
+            true
+        }
+    }
+
+    /// 0 ─┬─ 1 ─┬─ 2 ─┬─ 3
+    ///    │     │     └─ 4
+    ///    │     └─ 5
+    ///    ├─ 6 ─── 7 ─┬─ 8
+    ///    │           └─ 9
+    ///    └─ 10
+    fn small() -> Explicit {
+        let mut children = vec![Vec::new(); 11];
+        children[0] = vec![1, 6, 10];
+        children[1] = vec![2, 5];
+        children[2] = vec![3, 4];
+        children[6] = vec![7];
+        children[7] = vec![8, 9];
+        Explicit { children }
+    }
+
+    /// Runs one job and returns (visited ids in order, returned (id, depth) in order, stats).
+    fn job(
+        tree: &Explicit,
+        start: u32,
+        depth: u32,
+        budget: u64,
+        max_depth: Option<u32>,
+    ) -> (Vec<u32>, Vec<(u32, u32)>, JobStats) {
+        let mut out = String::new();
+        let mut back = Vec::new();
+        let stats = search(
+            tree,
+            start,
+            depth,
+            Limits { budget, max_depth },
+            &mut out,
+            &mut |n, d| back.push((n, d)),
+        );
+        let visited = out.lines().map(|l| l.parse().unwrap()).collect();
+        (visited, back, stats)
+    }
+
+    #[test]
+    fn budget_one_visits_the_start_and_returns_its_children() {
+        let (visited, back, stats) = job(&small(), 0, 0, 1, None);
+        assert_eq!(visited, vec![0]);
+        assert_eq!(back, vec![(1, 1), (6, 1), (10, 1)]);
+        assert_eq!((stats.visited, stats.leaves, stats.max_depth), (1, 0, 0));
+    }
+
+    #[test]
+    fn budget_three_returns_the_frontier_in_dfs_order() {
+        let (visited, back, stats) = job(&small(), 0, 0, 3, None);
+        assert_eq!(visited, vec![0, 1, 2]);
+        assert_eq!(back, vec![(3, 3), (4, 3), (5, 2), (6, 1), (10, 1)]);
+        assert_eq!((stats.visited, stats.leaves, stats.max_depth), (3, 0, 2));
+    }
+
+    #[test]
+    fn budget_ending_on_a_leaf_returns_only_siblings() {
+        let (visited, back, stats) = job(&small(), 0, 0, 5, None);
+        assert_eq!(visited, vec![0, 1, 2, 3, 4]);
+        assert_eq!(back, vec![(5, 2), (6, 1), (10, 1)]);
+        assert_eq!((stats.visited, stats.leaves, stats.max_depth), (5, 2, 3));
+    }
+
+    #[test]
+    fn budget_of_the_tree_size_or_more_visits_everything() {
+        for budget in [11, 12, u64::MAX] {
+            let (visited, back, stats) = job(&small(), 0, 0, budget, None);
+            assert_eq!(visited, (0..11).collect::<Vec<_>>());
+            assert!(back.is_empty());
+            assert_eq!(
+                (stats.visited, stats.leaves, stats.max_depth, stats.outputs),
+                (11, 6, 3, 11)
+            );
+        }
+    }
+
+    #[test]
+    fn depth_limit_returns_deeper_nodes_unvisited() {
+        let (visited, back, stats) = job(&small(), 0, 0, u64::MAX, Some(1));
+        assert_eq!(visited, vec![0, 1, 6, 10]);
+        assert_eq!(back, vec![(2, 2), (5, 2), (7, 2)]);
+        // 10 is a leaf; 1 and 6 have children (returned), so they are not.
+        assert_eq!((stats.visited, stats.leaves, stats.max_depth), (4, 1, 1));
+    }
+
+    #[test]
+    fn depth_limit_and_budget_together() {
+        let (visited, back, _) = job(&small(), 0, 0, 3, Some(1));
+        assert_eq!(visited, vec![0, 1, 6]);
+        assert_eq!(back, vec![(2, 2), (5, 2), (7, 2), (10, 1)]);
+    }
+
+    #[test]
+    fn jobs_start_from_inner_nodes_at_their_depth() {
+        let (visited, back, stats) = job(&small(), 7, 2, 2, None);
+        assert_eq!(visited, vec![7, 8]);
+        assert_eq!(back, vec![(9, 3)]);
+        assert_eq!((stats.visited, stats.leaves, stats.max_depth), (2, 1, 3));
+    }
+
+    #[test]
+    fn deep_chains_do_not_overflow_the_stack() {
+        let n = 200_000u32;
+        let children = (0..n)
+            .map(|i| if i + 1 < n { vec![i + 1] } else { vec![] })
+            .collect();
+        let tree = Explicit { children };
+        let mut out = String::new();
+        let stats = search(&tree, 0, 0, Limits::UNLIMITED, &mut out, &mut |_, _| {
+            panic!("nothing returned")
+        });
+        assert_eq!(
+            (stats.visited, stats.leaves, stats.max_depth),
+            (n as u64, 1, n - 1)
+        );
+    }
+
+    /// A random tree: node i > 0 hangs below a random earlier node; children in id order.
+    fn random_tree(parents: &[usize]) -> Explicit {
+        let mut children = vec![Vec::new(); parents.len() + 1];
+        for (i, &p) in parents.iter().enumerate() {
+            let child = i + 1;
+            children[p % child].push(child as u32);
+        }
+        Explicit { children }
+    }
+
+    fn depths(tree: &Explicit) -> Vec<u32> {
+        let mut depth = vec![0; tree.children.len()];
+        for v in 0..tree.children.len() {
+            for &c in &tree.children[v] {
+                depth[c as usize] = depth[v] + 1;
+            }
+        }
+        depth
+    }
+
+    proptest! {
+        /// However jobs are cut (budgets, depth limits) and ordered, every node is visited
+        /// exactly once and the leaf and depth statistics add up to the tree's.
+        #[test]
+        fn every_node_is_visited_exactly_once(
+            parents in proptest::collection::vec(any::<usize>(), 0..300),
+            budgets in proptest::collection::vec(1u64..20, 1..10),
+            limits in proptest::collection::vec(proptest::option::of(0u32..4), 1..10),
+            picks in proptest::collection::vec(any::<usize>(), 1..10),
+        ) {
+            let tree = random_tree(&parents);
+            let depth = depths(&tree);
+            let mut list = VecDeque::from([(0u32, 0u32)]);
+            let mut seen = vec![0u32; tree.children.len()];
+            let (mut leaves, mut max_depth, mut jobs) = (0, 0, 0usize);
+            while !list.is_empty() {
+                let pick = picks[jobs % picks.len()] % list.len();
+                let (node, d) = list.remove(pick).unwrap();
+                let limit = limits[jobs % limits.len()].map(|rel| d + rel);
+                let budget = budgets[jobs % budgets.len()];
+                let (visited, back, stats) = job(&tree, node, d, budget, limit);
+                prop_assert!(stats.visited <= budget && stats.visited >= 1);
+                prop_assert_eq!(stats.visited as usize, visited.len());
+                for v in visited {
+                    seen[v as usize] += 1;
+                    if let Some(l) = limit { prop_assert!(depth[v as usize] <= l); }
+                }
+                for &(n, nd) in &back {
+                    prop_assert_eq!(depth[n as usize], nd);
+                }
+                list.extend(back);
+                leaves += stats.leaves;
+                max_depth = max_depth.max(stats.max_depth);
+                jobs += 1;
+            }
+            prop_assert!(seen.iter().all(|&c| c == 1), "visit counts {:?}", seen);
+            let true_leaves = tree.children.iter().filter(|c| c.is_empty()).count() as u64;
+            prop_assert_eq!(leaves, true_leaves);
+            prop_assert_eq!(max_depth, *depth.iter().max().unwrap());
+        }
+
+        /// With a LIFO list that pushes returned nodes in reverse, budgeted jobs visit the nodes in
+        /// exactly the order of one sequential depth-first search.
+        #[test]
+        fn lifo_jobs_reproduce_sequential_dfs_order(
+            parents in proptest::collection::vec(any::<usize>(), 0..300),
+            budget in 1u64..20,
+        ) {
+            let tree = random_tree(&parents);
+            let (sequential, _, _) = job(&tree, 0, 0, u64::MAX, None);
+            let mut list = vec![(0u32, 0u32)];
+            let mut order = Vec::new();
+            while let Some((node, d)) = list.pop() {
+                let (visited, back, _) = job(&tree, node, d, budget, None);
+                order.extend(visited);
+                list.extend(back.into_iter().rev());
+            }
+            prop_assert_eq!(order, sequential);
+        }
+    }
+}

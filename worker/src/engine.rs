@@ -1,0 +1,158 @@
+//! Type erasure from a [`Tree`] down to jobs and reports, so that the worker loops, the master and
+//! the command line handle every tree (built-in, user-defined or a legacy program) alike.
+
+use crate::{Limits, Tree, search, unwind};
+use bts_protocol::{Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Per-runner settings fixed for a whole run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunnerSettings {
+    /// Keep output records (false for `--count-only`: records are counted, not sent).
+    pub keep_output: bool,
+}
+
+impl Default for RunnerSettings {
+    fn default() -> Self {
+        Self { keep_output: true }
+    }
+}
+
+/// A tree as the worker machinery sees it: it gives the root and makes job runners.
+pub trait Searcher: Send + Sync {
+    /// The root node, serialised.
+    fn root(&self) -> Result<NodeBytes, String>;
+
+    /// A runner for one worker thread (a legacy program starts its process here).
+    fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String>;
+}
+
+/// Runs jobs one after another on one thread.
+pub trait JobRunner: Send {
+    /// Runs `job` and appends its report, returned nodes and output to `batch`. On failure `batch`
+    /// is left as it was: nothing of a failed job is reported.
+    fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure>;
+}
+
+/// The [`Searcher`] of a [`Tree`]: nodes are serialised with postcard.
+pub struct TreeSearcher<T>(Arc<T>);
+
+impl<T: Tree> TreeSearcher<T> {
+    pub fn new(tree: T) -> Self {
+        Self(Arc::new(tree))
+    }
+
+    pub fn tree(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: Tree> Searcher for TreeSearcher<T> {
+    fn root(&self) -> Result<NodeBytes, String> {
+        let root = unwind::catch(|| self.0.root())
+            .map_err(|m| format!("the tree's root() panicked: {m}"))?;
+        encode(&root).map_err(|e| format!("cannot serialise the root {root:?}: {e}"))
+    }
+
+    fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
+        Ok(Box::new(TreeRunner {
+            tree: Arc::clone(&self.0),
+            settings,
+            out: String::new(),
+        }))
+    }
+}
+
+struct TreeRunner<T> {
+    tree: Arc<T>,
+    settings: RunnerSettings,
+    /// Output records of the running job.
+    out: String,
+}
+
+impl<T: Tree> JobRunner for TreeRunner<T> {
+    fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
+        let started = Instant::now();
+        let fail = |message: String| JobFailure {
+            id: job.id,
+            node: describe::<T>(&job.node),
+            message,
+        };
+        let node: T::Node = postcard::from_bytes(job.node.as_slice())
+            .map_err(|e| fail(format!("cannot decode the job's node: {e}")))?;
+        let returned_before = batch.returned.len();
+        let limits = Limits {
+            budget: job.budget.0,
+            max_depth: job.max_depth,
+        };
+        let tree = &*self.tree;
+        let out = &mut self.out;
+        out.clear();
+        let mut encode_error = None;
+        let returned = &mut batch.returned;
+        let result = unwind::catch(|| {
+            search(
+                tree,
+                node,
+                job.depth,
+                limits,
+                out,
+                &mut |child, depth| match encode(&child) {
+                    Ok(node) => returned.push(Returned { depth, node }),
+                    Err(e) => {
+                        encode_error
+                            .get_or_insert_with(|| format!("cannot serialise node {child:?}: {e}"));
+                    }
+                },
+            )
+        });
+        let failure = match (result, encode_error) {
+            (Ok(stats), None) => {
+                let output_bytes = if self.settings.keep_output {
+                    batch.output.extend_from_slice(self.out.as_bytes());
+                    self.out.len() as u64
+                } else {
+                    0
+                };
+                batch.reports.push(JobReport {
+                    id: job.id,
+                    visited: stats.visited,
+                    leaves: Some(stats.leaves),
+                    max_depth: Some(stats.max_depth),
+                    outputs: stats.outputs,
+                    returned: (batch.returned.len() - returned_before) as u32,
+                    output_bytes,
+                    elapsed_ns: started.elapsed().as_nanos() as u64,
+                });
+                return Ok(());
+            }
+            (Err(panic), _) => format!("the tree oracle panicked: {panic}"),
+            (Ok(_), Some(e)) => e,
+        };
+        batch.returned.truncate(returned_before);
+        Err(fail(failure))
+    }
+}
+
+fn encode<N: serde::Serialize>(node: &N) -> Result<NodeBytes, postcard::Error> {
+    postcard::to_extend(node, NodeBytes::new())
+}
+
+/// The debug form of a serialised node, for error messages (shortened when very long).
+fn describe<T: Tree>(bytes: &NodeBytes) -> String {
+    const MAX: usize = 2000;
+    let mut text = match postcard::from_bytes::<T::Node>(bytes.as_slice()) {
+        Ok(node) => unwind::catch(|| format!("{node:?}")).unwrap_or_else(|_| format!("{bytes:?}")),
+        Err(_) => format!("{bytes:?}"),
+    };
+    if text.len() > MAX {
+        let cut = (0..=MAX)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        text.truncate(cut);
+        text.push_str("...");
+    }
+    text
+}

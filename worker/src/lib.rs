@@ -1,0 +1,14 @@
+//! The worker side of bts: the oracle traits users implement ([`Tree`], [`AdjacencyOracle`]),
+//! the budgeted depth-first search ([`search`]), type erasure down to jobs and reports
+//! ([`Searcher`], [`JobRunner`]) and the loop a local worker thread runs ([`run_worker`]).
+
+mod dfs;
+mod engine;
+mod local;
+mod tree;
+mod unwind;
+
+pub use dfs::{JobStats, Limits, search};
+pub use engine::{JobRunner, RunnerSettings, Searcher, TreeSearcher};
+pub use local::{WorkerLoop, run_worker};
+pub use tree::{AdjChildren, Adjacency, AdjacencyOracle, Tree};

@@ -1,0 +1,87 @@
+//! The loop of a worker thread: take jobs from the master, run them, send reports back in batches.
+
+use crate::JobRunner;
+use bts_protocol::{FromWorker, ReportBatch, ToWorker};
+use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+
+/// When a worker sends its finished jobs back.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerLoop {
+    /// Send the batch once its first job finished this long ago (and whenever the worker runs out
+    /// of jobs): short enough for returned nodes to reach idle workers soon, long enough that a
+    /// stream of tiny jobs costs one message per interval.
+    pub flush_interval: Duration,
+    /// Send early when this many nodes are waiting to be returned.
+    pub max_returned: usize,
+    /// Send early when this many output bytes are waiting.
+    pub max_output: usize,
+}
+
+impl Default for WorkerLoop {
+    fn default() -> Self {
+        Self {
+            flush_interval: Duration::from_millis(1),
+            max_returned: 1 << 16,
+            max_output: 1 << 20,
+        }
+    }
+}
+
+/// Runs jobs from `inbox` until the master sends `Finish`, the inbox closes or `send` fails
+/// (returns false). Jobs are run in the order received.
+pub fn run_worker(
+    runner: &mut dyn JobRunner,
+    inbox: &Receiver<ToWorker>,
+    send: &mut dyn FnMut(FromWorker) -> bool,
+    config: WorkerLoop,
+) {
+    let mut queue = VecDeque::new();
+    let mut batch = ReportBatch::default();
+    let mut batch_started = Instant::now();
+    loop {
+        // Take what the master sent; block only when there is nothing else to do.
+        loop {
+            let message = if queue.is_empty() {
+                if !batch.is_empty() && !send(FromWorker::Reports(std::mem::take(&mut batch))) {
+                    return;
+                }
+                match inbox.recv() {
+                    Ok(m) => m,
+                    Err(_) => return,
+                }
+            } else {
+                match inbox.try_recv() {
+                    Ok(m) => m,
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return,
+                }
+            };
+            match message {
+                ToWorker::Jobs(jobs) => queue.extend(jobs),
+                ToWorker::Finish => return,
+            }
+        }
+
+        let job = queue.pop_front().expect("queue is not empty");
+        if batch.is_empty() {
+            batch_started = Instant::now();
+        }
+        if let Err(failure) = runner.run(&job, &mut batch) {
+            if !batch.is_empty() && !send(FromWorker::Reports(std::mem::take(&mut batch))) {
+                return;
+            }
+            if !send(FromWorker::Failed(failure)) {
+                return;
+            }
+            continue;
+        }
+        let due = batch_started.elapsed() >= config.flush_interval
+            || batch.returned.len() >= config.max_returned
+            || batch.output.len() >= config.max_output;
+        if due && !queue.is_empty() && !send(FromWorker::Reports(std::mem::take(&mut batch))) {
+            return;
+        }
+    }
+}

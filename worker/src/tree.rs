@@ -1,0 +1,141 @@
+//! The oracle traits through which users describe their trees.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+
+/// A tree given by its root and a lazy, ordered list of children for every node.
+///
+/// bts visits every node exactly once, in parallel, by running budgeted depth-first searches from
+/// nodes that travel between threads and machines; hence nodes serialise with serde. Children are
+/// produced lazily and always in the same order: when a search runs out of budget, the children not
+/// yet taken from the iterator are handed back as new jobs.
+///
+/// The tree value itself is shared by all worker threads of a process, so it must be `Sync`; every
+/// process (master and remote workers) builds its own copy from the same options.
+///
+/// # Example
+/// All subsets of `{0, .., n-1}`, each node a subset built by increasing elements:
+/// ```
+/// use bts_worker::Tree;
+///
+/// struct Subsets { n: u32 }
+///
+/// impl Tree for Subsets {
+///     type Node = Vec<u32>;
+///     type Children<'a> = Box<dyn Iterator<Item = Vec<u32>> + 'a>;
+///
+///     fn root(&self) -> Vec<u32> { Vec::new() }
+///
+///     fn children<'a>(&'a self, node: &Vec<u32>, _depth: u32) -> Self::Children<'a> {
+///         let start = node.last().map_or(0, |&x| x + 1);
+///         let node = node.clone();
+///         Box::new((start..self.n).map(move |x| {
+///             let mut child = node.clone();
+///             child.push(x);
+///             child
+///         }))
+///     }
+///
+///     fn output(&self, node: &Vec<u32>, _depth: u32, out: &mut String) -> bool {
+///         use std::fmt::Write;
+///         write!(out, "{node:?}").unwrap();
+///         true
+///     }
+/// }
+/// ```
+pub trait Tree: Send + Sync + 'static {
+    /// A node. It must carry everything needed to generate its subtree; its depth is tracked by
+    /// bts and passed to [`children`](Tree::children) and [`output`](Tree::output).
+    type Node: Serialize + DeserializeOwned + Debug + Send + 'static;
+
+    /// The children of a node, produced lazily in a fixed order.
+    type Children<'a>: Iterator<Item = Self::Node>
+    where
+        Self: 'a;
+
+    /// The root, at depth 0.
+    fn root(&self) -> Self::Node;
+
+    /// The children of `node`, which lies at `depth`.
+    fn children<'a>(&'a self, node: &Self::Node, depth: u32) -> Self::Children<'a>;
+
+    /// Appends `node`'s output record to `out` and returns true, or returns false when the node has
+    /// none. A record is one line of text: do not write a newline.
+    ///
+    /// Called once for every visited node; records of a job are committed when the job completes.
+    fn output(&self, node: &Self::Node, depth: u32, out: &mut String) -> bool {
+        let _ = (node, depth, out);
+        false
+    }
+}
+
+/// The adjacency-oracle form of Avis & Devroye: `adj(v, j)` for `j < max_degree()` gives child `j`
+/// of `v` or nothing, each child exactly once. This is the usual shape of reverse-search codes.
+/// Wrap an oracle in [`Adjacency`] to get a [`Tree`].
+pub trait AdjacencyOracle: Send + Sync + 'static {
+    type Node: Clone + Serialize + DeserializeOwned + Debug + Send + 'static;
+
+    fn root(&self) -> Self::Node;
+
+    /// Δ: an upper bound on the number of children of any node.
+    fn max_degree(&self) -> usize;
+
+    /// Child `j` of `v` (for `j < max_degree()`), or `None`.
+    fn adj(&self, v: &Self::Node, j: usize) -> Option<Self::Node>;
+
+    /// As [`Tree::output`].
+    fn output(&self, node: &Self::Node, depth: u32, out: &mut String) -> bool {
+        let _ = (node, depth, out);
+        false
+    }
+}
+
+/// Turns an [`AdjacencyOracle`] into a [`Tree`]: the children of `v` are the non-empty `adj(v, j)`
+/// in increasing `j`.
+pub struct Adjacency<O>(pub O);
+
+/// The children iterator of [`Adjacency`].
+pub struct AdjChildren<'a, O: AdjacencyOracle> {
+    oracle: &'a O,
+    parent: O::Node,
+    next: usize,
+    degree: usize,
+}
+
+impl<O: AdjacencyOracle> Iterator for AdjChildren<'_, O> {
+    type Item = O::Node;
+
+    fn next(&mut self) -> Option<O::Node> {
+        while self.next < self.degree {
+            let j = self.next;
+            self.next += 1;
+            if let Some(child) = self.oracle.adj(&self.parent, j) {
+                return Some(child);
+            }
+        }
+        None
+    }
+}
+
+impl<O: AdjacencyOracle> Tree for Adjacency<O> {
+    type Node = O::Node;
+    type Children<'a> = AdjChildren<'a, O>;
+
+    fn root(&self) -> O::Node {
+        self.0.root()
+    }
+
+    fn children<'a>(&'a self, node: &O::Node, _depth: u32) -> AdjChildren<'a, O> {
+        AdjChildren {
+            oracle: &self.0,
+            parent: node.clone(),
+            next: 0,
+            degree: self.0.max_degree(),
+        }
+    }
+
+    fn output(&self, node: &O::Node, depth: u32, out: &mut String) -> bool {
+        self.0.output(node, depth, out)
+    }
+}
