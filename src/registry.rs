@@ -71,10 +71,7 @@ impl Registry {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                     BuildError::Help(e.render().to_string())
                 }
-                _ => BuildError::Invalid(format!(
-                    "{tree_name}: {}",
-                    first_line(&e.render().to_string())
-                )),
+                _ => BuildError::Invalid(format!("{tree_name}: {}", one_line(&e))),
             })?;
             let tree = build(parsed).map_err(BuildError::Invalid)?;
             Ok(Arc::new(TreeSearcher::new(tree)) as Arc<dyn Searcher>)
@@ -126,8 +123,14 @@ impl Registry {
     }
 }
 
-/// The first meaningful line of a clap error ("error: ..."), without clap's "error: " prefix.
-fn first_line(text: &str) -> String {
-    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or(text);
-    line.trim().trim_start_matches("error: ").to_string()
+/// A clap error on one line: its message without clap's "error: " prefix, usage and hints.
+pub(crate) fn one_line(error: &clap::Error) -> String {
+    let text = error.render().to_string();
+    let message = text.split("\n\nUsage:").next().unwrap_or(&text);
+    let message = message
+        .split("\n\nFor more information")
+        .next()
+        .unwrap_or(message);
+    let words: Vec<&str> = message.split_whitespace().collect();
+    words.join(" ").trim_start_matches("error: ").to_string()
 }

@@ -50,8 +50,9 @@ impl Default for RunOptions {
 /// Why a run could not take place or went wrong outside of any job.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The tree or the workers could not be set up.
     #[error("{0}")]
-    Tree(String),
+    Setup(String),
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
 }
@@ -115,17 +116,17 @@ impl Run {
             events: (events_tx, events_rx),
         } = self;
         if options.workers == 0 {
-            return Err(RunError::Tree("a run needs at least one worker".into()));
+            return Err(RunError::Setup("a run needs at least one worker".into()));
         }
         let started = Instant::now();
-        let root = searcher.root().map_err(RunError::Tree)?;
+        let root = searcher.root().map_err(RunError::Setup)?;
         let settings = RunnerSettings {
             keep_output: !options.count_only,
         };
         let runners = (0..options.workers)
             .map(|_| searcher.runner(settings))
             .collect::<Result<Vec<_>, _>>();
-        let runners = runners.map_err(RunError::Tree)?;
+        let runners = runners.map_err(RunError::Setup)?;
 
         let mut threads = Vec::new();
         for (id, mut runner) in runners.into_iter().enumerate() {
@@ -146,7 +147,8 @@ impl Run {
                     run_worker(&mut *runner, &inbox, &mut send, WorkerLoop::default());
                 });
             threads.push(
-                thread.map_err(|e| RunError::Tree(format!("cannot start a worker thread: {e}")))?,
+                thread
+                    .map_err(|e| RunError::Setup(format!("cannot start a worker thread: {e}")))?,
             );
         }
 

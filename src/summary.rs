@@ -34,6 +34,8 @@ pub struct Summary {
     pub order: String,
     /// Jobs left in L (0 when complete).
     pub queued: usize,
+    /// The most jobs L held at once.
+    pub max_queued: usize,
 }
 
 pub fn outcome_name(outcome: &Outcome) -> &'static str {
@@ -90,6 +92,7 @@ impl Summary {
             }
             .to_string(),
             queued: scheduler.queued() + scheduler.in_flight(),
+            max_queued: scheduler.peak_queued(),
         }
     }
 

@@ -143,6 +143,8 @@ pub struct Scheduler {
     /// The next job handed out is the run's first (it gets the initial depth limit).
     first_job: bool,
     totals: Totals,
+    /// The most jobs L held at once.
+    peak_queued: usize,
     outbox: VecDeque<(WorkerId, ToWorker)>,
     output: Vec<u8>,
     stop: Option<StopReason>,
@@ -195,6 +197,7 @@ impl Scheduler {
             next_job: 0,
             first_job: false,
             totals,
+            peak_queued: 0,
             outbox: VecDeque::new(),
             output: Vec::new(),
             stop: None,
@@ -314,6 +317,11 @@ impl Scheduler {
 
     pub fn queued(&self) -> usize {
         self.list.len()
+    }
+
+    /// The most jobs L held at once.
+    pub fn peak_queued(&self) -> usize {
+        self.peak_queued
     }
 
     pub fn job_list(&self) -> &JobList {
@@ -461,6 +469,7 @@ impl Scheduler {
         if self.outcome.is_some() {
             return;
         }
+        self.peak_queued = self.peak_queued.max(self.list.len());
         if self.stop.is_none()
             && !self.list.is_empty()
             && self.remaining_budget() == 0

@@ -53,7 +53,8 @@ pub enum Progress {
     name = "bts run",
     no_binary_name = true,
     about = "Enumerate a tree: bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]",
-    override_usage = "bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS] [RUN-OPTIONS]"
+    override_usage = "bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS] [RUN-OPTIONS]",
+    allow_negative_numbers = true
 )]
 pub struct RunArgs {
     #[command(flatten)]

@@ -52,14 +52,19 @@ pub fn main() -> ! {
 /// The `bts` program with the trees of `registry`: a program built on the bts library calls this
 /// with its own trees registered, and gets the whole command line for them.
 pub fn main_with(registry: Registry) -> ! {
-    let code = match run_cli(&registry, std::env::args_os()) {
+    std::process::exit(run(&registry, std::env::args_os()) as i32)
+}
+
+/// Runs the command line `args` (program name first) with the trees of `registry`; errors are
+/// printed on stderr. Returns the exit status.
+pub fn run(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Exit {
+    match run_cli(registry, args) {
         Ok(exit) => exit,
         Err(e) => {
             eprintln!("bts: error: {}", e.message);
             e.exit
         }
-    };
-    std::process::exit(code as i32)
+    }
 }
 
 fn run_cli(
@@ -79,14 +84,21 @@ fn run_cli(
     }
 }
 
-/// Prints clap's help or error; help is a success, anything else bad usage.
+/// Help and version go to stdout (a success); a usage error becomes one line (bad usage).
 pub(crate) fn print_clap(e: clap::Error) -> Result<Exit, CliError> {
     use clap::error::ErrorKind;
-    let _ = e.print();
     match e.kind() {
-        ErrorKind::DisplayHelp
-        | ErrorKind::DisplayVersion
-        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => Ok(Exit::Complete),
-        _ => Ok(Exit::Usage),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            Ok(Exit::Complete)
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            Ok(Exit::Usage)
+        }
+        _ => Err(CliError::usage(format!(
+            "{} (see --help)",
+            crate::registry::one_line(&e)
+        ))),
     }
 }

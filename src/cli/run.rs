@@ -4,7 +4,7 @@ use super::args::{Mode, OrderArg, RunArgs};
 use super::split::split;
 use super::{CliError, Exit, print_clap};
 use crate::registry::BuildError;
-use crate::{Registry, Run, RunError, RunOptions};
+use crate::{Registry, Run, RunOptions};
 use bts_master::{BudgetConfig, Order, Outcome, SchedulerConfig, StopReason};
 use bts_protocol::TreeSpec;
 use clap::CommandFactory;
@@ -56,11 +56,7 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
 
     let run = Run::with_searcher(&spec.command_line(), searcher).options(options);
     crate::signals::forward(run.stopper());
-    let finished = match run.run(&mut output) {
-        Ok(f) => f,
-        Err(RunError::Tree(message)) => return Err(CliError::failure(message)),
-        Err(e) => return Err(CliError::failure(e)),
-    };
+    let finished = run.run(&mut output).map_err(CliError::failure)?;
     drop(output);
 
     let summary = &finished.summary;

@@ -9,4 +9,4 @@ mod uts;
 
 pub use gw::{Gw, GwArgs, GwNode};
 pub use queens::{Board, Queens, QueensArgs};
-pub use uts::{Preset, Uts, UtsArgs, UtsNode, UtsParams, UtsType};
+pub use uts::{Preset, Shape, Uts, UtsArgs, UtsChildren, UtsNode, UtsParams, UtsType};

@@ -1,0 +1,293 @@
+//! Speed targets of the core, measured side by side in one run (the machine is noisy: compare
+//! ratios, not absolute times). Each measurement is the best of `BTS_BENCH_REPEAT` runs (default 2).
+//!
+//! ```text
+//! cargo bench --bench core                    # everything (a few minutes)
+//! cargo bench --bench core -- sequential      # or some of: sequential scaling master memory policy
+//! ```
+
+use bts::trees::{Gw, Preset, Uts};
+use bts::{BudgetConfig, Run, RunOptions, SchedulerConfig, Summary, Tree};
+use bts_master::{JobList, Order, Pending};
+use bts_protocol::NodeBytes;
+use std::time::Instant;
+
+fn repeat() -> usize {
+    std::env::var("BTS_BENCH_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
+
+fn uts(preset: Preset) -> Uts {
+    Uts::new(preset.params()).unwrap()
+}
+
+/// A gw tree of 112,154,163 nodes and depth 13,870 (the first seed of Δ = 10 above 10^8 nodes).
+fn big_gw() -> Gw {
+    Gw::new(GW_DELTA, GW_SEED)
+}
+const GW_DELTA: u32 = 10;
+const GW_SEED: u64 = 119_440;
+
+fn options(workers: usize, fixed: Option<u64>) -> RunOptions {
+    let budget = match fixed {
+        Some(b) => BudgetConfig {
+            initial: b,
+            fixed: true,
+            ..BudgetConfig::default()
+        },
+        None => BudgetConfig::default(),
+    };
+    RunOptions {
+        workers,
+        scheduler: SchedulerConfig {
+            budget,
+            ..SchedulerConfig::default()
+        },
+        ..RunOptions::default()
+    }
+}
+
+fn run<T: Tree>(name: &str, tree: T, options: RunOptions) -> Summary {
+    let finished = Run::new(name, tree)
+        .options(options)
+        .run(&mut std::io::sink())
+        .expect("the run works");
+    assert!(finished.summary.complete);
+    finished.summary
+}
+
+/// Best (shortest) of `repeat()` runs.
+fn best(mut f: impl FnMut() -> Summary) -> Summary {
+    (0..repeat())
+        .map(|_| f())
+        .min_by(|a, b| a.elapsed_s.total_cmp(&b.elapsed_s))
+        .unwrap()
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "ok" } else { "MISSED" }
+}
+
+/// The minimal hand-written sequential depth-first loop over the UTS oracle: a stack of children
+/// iterators, nothing else.
+fn hand_written_dfs(tree: &Uts) -> u64 {
+    let root = tree.root();
+    let mut stack = vec![tree.children(&root, 0)];
+    let mut nodes = 1u64;
+    while let Some(top) = stack.last_mut() {
+        match top.next() {
+            Some(child) => {
+                nodes += 1;
+                let depth = stack.len() as u32;
+                let children = tree.children(&child, depth);
+                stack.push(children);
+            }
+            None => {
+                stack.pop();
+            }
+        }
+    }
+    nodes
+}
+
+fn sequential() {
+    println!("## One worker against a hand-written sequential loop (T1L)");
+    let tree = uts(Preset::T1L);
+    let mut loop_best = f64::MAX;
+    let mut bts_best = f64::MAX;
+    for _ in 0..repeat() {
+        let started = Instant::now();
+        let nodes = hand_written_dfs(&tree);
+        loop_best = loop_best.min(started.elapsed().as_secs_f64());
+        assert_eq!(nodes, 102_181_082);
+        let s = run("T1L", uts(Preset::T1L), options(1, None));
+        bts_best = bts_best.min(s.elapsed_s);
+    }
+    let ratio = loop_best / bts_best;
+    println!(
+        "hand-written loop   {loop_best:.3} s  ({:.2} M nodes/s)",
+        102.181082 / loop_best
+    );
+    println!(
+        "bts, 1 worker       {bts_best:.3} s  ({:.2} M nodes/s)",
+        102.181082 / bts_best
+    );
+    println!(
+        "speed ratio bts/loop = {ratio:.3}  (target >= 0.95: {})\n",
+        verdict(ratio >= 0.95)
+    );
+}
+
+fn scaling() {
+    println!("## Two local workers against one");
+    for (name, preset) in [("T1L", Preset::T1L), ("T3L", Preset::T3L)] {
+        let one = best(|| run(name, uts(preset), options(1, None)));
+        let two = best(|| run(name, uts(preset), options(2, None)));
+        let ratio = one.elapsed_s / two.elapsed_s;
+        println!(
+            "{name}: 1 worker {:.3} s, 2 workers {:.3} s, speed-up {ratio:.3}  (target >= 1.9: {})",
+            one.elapsed_s,
+            two.elapsed_s,
+            verdict(ratio >= 1.9)
+        );
+    }
+    println!();
+}
+
+fn master() {
+    println!(
+        "## Master capacity: --budget 1 --fixed-budget, every node a job, 2 local workers (T1)"
+    );
+    let s = best(|| run("T1", uts(Preset::T1), options(2, Some(1))));
+    let rate = s.jobs as f64 / s.elapsed_s;
+    println!(
+        "{} jobs in {:.3} s: {:.0} jobs/s  (target >= 300,000: {})\n",
+        s.jobs,
+        s.elapsed_s,
+        rate,
+        verdict(rate >= 300_000.0)
+    );
+}
+
+fn memory() {
+    println!("## Memory of the job list");
+    let tree = uts(Preset::T1L);
+    let mut list = JobList::new(Order::Lifo);
+    let mut node = tree.root();
+    let n = 1_000_000;
+    let nodes: Vec<Pending> = (0..n)
+        .map(|i| {
+            node = tree
+                .children(&node, 1)
+                .next()
+                .unwrap_or_else(|| tree.root());
+            let bytes = postcard::to_allocvec(&node).unwrap();
+            Pending {
+                depth: (i % 13) as u32,
+                node: NodeBytes::from_slice(&bytes),
+            }
+        })
+        .collect();
+    list.extend_dfs(nodes);
+    let per_job = list.memory_bytes() as f64 / list.len() as f64;
+    println!(
+        "{} UTS jobs (20-byte nodes, stored inline): {:.1} bytes per queued job (slot: {} bytes, the rest is spare capacity)",
+        list.len(),
+        per_job,
+        std::mem::size_of::<Pending>()
+    );
+    let s = run("T1L", uts(Preset::T1L), options(2, None));
+    println!(
+        "T1L with 2 workers: at most {} jobs queued at once\n",
+        s.max_queued
+    );
+}
+
+/// A tree whose nodes cost `cost` of busy CPU each (a stand-in for an expensive oracle).
+struct Slow<T> {
+    tree: T,
+    cost: std::time::Duration,
+}
+
+impl<T: Tree> Tree for Slow<T> {
+    type Node = T::Node;
+    type Children<'a> = T::Children<'a>;
+    fn root(&self) -> T::Node {
+        self.tree.root()
+    }
+    fn children<'a>(&'a self, node: &T::Node, depth: u32) -> T::Children<'a> {
+        let started = Instant::now();
+        while started.elapsed() < self.cost {
+            std::hint::spin_loop();
+        }
+        self.tree.children(node, depth)
+    }
+}
+
+/// A balanced binary tree of 4095 nodes (UTS type 3) at 1 ms a node.
+fn slow_tree() -> Slow<Uts> {
+    let params = bts::trees::UtsParams {
+        tree_type: bts::trees::UtsType::Balanced,
+        b0: 2.0,
+        gen_mx: 11,
+        ..Default::default()
+    };
+    Slow {
+        tree: Uts::new(params).unwrap(),
+        cost: std::time::Duration::from_millis(1),
+    }
+}
+
+fn policy() {
+    println!("## The default budget policy against fixed budgets (2 workers)");
+    type Case = (&'static str, Vec<u64>, Box<dyn Fn(RunOptions) -> Summary>);
+    let fast = vec![1_000u64, 10_000, 100_000, 1_000_000, 10_000_000];
+    let cases: Vec<Case> = vec![
+        (
+            "T1L",
+            fast.clone(),
+            Box::new(|o| run("T1L", uts(Preset::T1L), o)),
+        ),
+        (
+            "T3L",
+            fast.clone(),
+            Box::new(|o| run("T3L", uts(Preset::T3L), o)),
+        ),
+        ("gw", fast, Box::new(|o| run("gw", big_gw(), o))),
+        (
+            "slow (1 ms a node)",
+            vec![1, 4, 16, 64, 256],
+            Box::new(|o| run("slow", slow_tree(), o)),
+        ),
+    ];
+    for (name, budgets, f) in cases {
+        let default = best(|| f(options(2, None)));
+        let mut line = format!(
+            "{name}: default {:.3} s (b -> {})",
+            default.elapsed_s, default.budget.last
+        );
+        let mut best_fixed = (f64::MAX, 0);
+        for &b in &budgets {
+            let s = best(|| f(options(2, Some(b))));
+            line += &format!(", b={b} {:.3} s", s.elapsed_s);
+            if s.elapsed_s < best_fixed.0 {
+                best_fixed = (s.elapsed_s, b);
+            }
+        }
+        let ratio = default.elapsed_s / best_fixed.0;
+        println!("{line}");
+        println!(
+            "{name}: default / best fixed (b={}) = {ratio:.3}  (target <= 1.10: {})",
+            best_fixed.1,
+            verdict(ratio <= 1.10)
+        );
+    }
+    println!();
+}
+
+fn main() {
+    let parts: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |p: &str| parts.is_empty() || parts.iter().any(|a| a == p);
+    let started = Instant::now();
+    if wanted("sequential") {
+        sequential();
+    }
+    if wanted("scaling") {
+        scaling();
+    }
+    if wanted("master") {
+        master();
+    }
+    if wanted("memory") {
+        memory();
+    }
+    if wanted("policy") {
+        policy();
+    }
+    println!("(benchmark took {:.0} s)", started.elapsed().as_secs_f64());
+}

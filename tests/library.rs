@@ -1,0 +1,167 @@
+//! The library API and the command line around a user's tree that misbehaves.
+
+use bts::cli::Exit;
+use bts::{BudgetConfig, Outcome, Registry, Run, RunOptions, SchedulerConfig, Tree};
+use clap::Parser;
+use std::fmt::Write;
+
+/// A complete tree of the given branching and height; node ids are heap-style numbers, and every
+/// node is an output record. Visiting node `panic_at` panics.
+struct Faulty {
+    branching: u64,
+    height: u32,
+    panic_at: u64,
+}
+
+impl Tree for Faulty {
+    type Node = u64;
+    type Children<'a> = std::vec::IntoIter<u64>;
+
+    fn root(&self) -> u64 {
+        0
+    }
+
+    fn children(&self, node: &u64, depth: u32) -> Self::Children<'_> {
+        if *node == self.panic_at {
+            panic!("cannot expand node {node}");
+        }
+        let kids: Vec<u64> = if depth < self.height {
+            (1..=self.branching)
+                .map(|i| node * self.branching + i)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        kids.into_iter()
+    }
+
+    fn output(&self, node: &u64, _depth: u32, out: &mut String) -> bool {
+        write!(out, "{node}").unwrap();
+        true
+    }
+}
+
+fn small_budget(workers: usize) -> RunOptions {
+    RunOptions {
+        workers,
+        scheduler: SchedulerConfig {
+            budget: BudgetConfig {
+                initial: 20,
+                fixed: true,
+                ..BudgetConfig::default()
+            },
+            ..SchedulerConfig::default()
+        },
+        ..RunOptions::default()
+    }
+}
+
+/// Committed records are whole lines, distinct node ids, and none from the failed job.
+fn check_committed(output: &[u8], failed_node: u64) {
+    let text = std::str::from_utf8(output).unwrap();
+    assert!(text.is_empty() || text.ends_with('\n'), "a record is cut");
+    let mut ids: Vec<u64> = text
+        .lines()
+        .map(|l| l.parse().expect("a whole record"))
+        .collect();
+    assert!(
+        !ids.contains(&failed_node),
+        "the failed job's records were committed"
+    );
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "a record was committed twice");
+}
+
+#[test]
+fn a_panicking_oracle_fails_the_run_naming_the_node() {
+    let tree = Faulty {
+        branching: 3,
+        height: 9,
+        panic_at: 4000,
+    };
+    let mut output = Vec::new();
+    let finished = Run::new("faulty", tree)
+        .options(small_budget(2))
+        .run(&mut output)
+        .unwrap();
+    let Outcome::Failed(failure) = &finished.outcome else {
+        panic!("outcome {:?}", finished.outcome)
+    };
+    assert!(
+        failure.message.contains("cannot expand node 4000"),
+        "{}",
+        failure.message
+    );
+    assert!(!finished.summary.complete);
+    assert_eq!(finished.summary.outcome, "failed");
+    // The failed job started at node 4000 or at an ancestor of it.
+    let start: u64 = failure.node.parse().expect("the node's debug form");
+    let mut v = 4000;
+    while v != start {
+        assert!(v > 0, "job start {start} is not an ancestor of 4000");
+        v = (v - 1) / 3;
+    }
+    check_committed(&output, 4000);
+    assert!(finished.summary.outputs > 0);
+    assert_eq!(
+        finished.summary.outputs as usize,
+        std::str::from_utf8(&output).unwrap().lines().count()
+    );
+}
+
+#[derive(Parser)]
+#[command(name = "faulty", no_binary_name = true)]
+struct FaultyArgs {
+    #[arg(long)]
+    panic_at: u64,
+}
+
+#[test]
+fn the_command_line_exits_1_naming_the_node_and_keeps_committed_output() {
+    let mut registry = Registry::builtin();
+    registry.register::<FaultyArgs, _>("faulty", |a| {
+        Ok(Faulty {
+            branching: 3,
+            height: 8,
+            panic_at: a.panic_at,
+        })
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("records.txt");
+    let args = [
+        "bts",
+        "run",
+        "--workers",
+        "2",
+        "--budget",
+        "5",
+        "--fixed-budget",
+        "--output",
+        out.to_str().unwrap(),
+    ];
+    let args = args
+        .into_iter()
+        .chain(["faulty", "--panic-at", "1000"])
+        .map(Into::into);
+    assert_eq!(bts::cli::run(&registry, args), Exit::Failure);
+    check_committed(&std::fs::read(&out).unwrap(), 1000);
+}
+
+#[test]
+fn a_user_tree_without_failures_counts_exactly() {
+    // 1 + 3 + ... + 3^7 nodes.
+    let tree = Faulty {
+        branching: 3,
+        height: 7,
+        panic_at: u64::MAX,
+    };
+    let finished = Run::new("tree", tree)
+        .options(small_budget(3))
+        .run(&mut std::io::sink())
+        .unwrap();
+    assert_eq!(finished.outcome, Outcome::Complete);
+    assert_eq!(finished.summary.nodes, (3u64.pow(8) - 1) / 2);
+    assert_eq!(finished.summary.leaves, Some(3u64.pow(7)));
+}
