@@ -141,10 +141,10 @@ fn master() {
         "## Master capacity: --budget 1 --fixed-budget, every node a job, 2 local workers (T1)"
     );
     let s = best(|| run("T1", uts(Preset::T1), options(2, Some(1))));
-    let rate = s.jobs as f64 / s.elapsed_s;
+    let rate = s.totals.jobs as f64 / s.elapsed_s;
     println!(
         "{} jobs in {:.3} s: {:.0} jobs/s  (target >= 300,000: {})\n",
-        s.jobs,
+        s.totals.jobs,
         s.elapsed_s,
         rate,
         verdict(rate >= 300_000.0)

@@ -51,7 +51,7 @@ fn main() {
     let finished = run.run(&mut std::io::sink()).expect("the run works");
     println!(
         "{} permutations of {n} elements ({} leaves)",
-        finished.summary.nodes,
-        finished.summary.leaves.unwrap()
+        finished.summary.totals.nodes,
+        finished.summary.totals.leaves.unwrap()
     );
 }

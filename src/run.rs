@@ -10,7 +10,7 @@
 //!     .run(&mut records)
 //!     .unwrap();
 //! assert!(finished.summary.complete);
-//! assert_eq!(finished.summary.outputs, 4);
+//! assert_eq!(finished.summary.totals.outputs, 4);
 //! assert_eq!(String::from_utf8(records).unwrap().lines().count(), 4);
 //! ```
 

@@ -1,6 +1,6 @@
 //! The summary of a run: printed for people on stderr, written as JSON for programs.
 
-use bts_master::{Order, Outcome, Scheduler, StopReason};
+use bts_master::{Order, Outcome, Scheduler, StopReason, Totals};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -21,12 +21,9 @@ pub struct Summary {
     pub outcome: String,
     pub tree: String,
     pub mode: String,
-    pub nodes: u64,
-    pub leaves: Option<u64>,
-    pub max_depth: Option<u32>,
-    pub outputs: u64,
-    pub jobs: u64,
-    pub returned: u64,
+    /// nodes, leaves, max_depth, outputs, jobs, returned, output_bytes.
+    #[serde(flatten)]
+    pub totals: Totals,
     pub workers: usize,
     pub elapsed_s: f64,
     pub nodes_per_s: f64,
@@ -69,12 +66,7 @@ impl Summary {
             outcome: outcome_name(outcome).to_string(),
             tree: tree.to_string(),
             mode: "budget".to_string(),
-            nodes: t.nodes,
-            leaves: t.leaves,
-            max_depth: t.max_depth,
-            outputs: t.outputs,
-            jobs: t.jobs,
-            returned: t.returned,
+            totals: t.clone(),
             workers,
             elapsed_s: secs,
             nodes_per_s: if secs > 0.0 {
@@ -103,15 +95,15 @@ impl Summary {
             "bts: {}: {} nodes, {} leaves, max depth {}, {} outputs\n\
              bts: {:.3} s, {:.3} M nodes/s, {} workers, {} jobs, {} returned, budget {} -> {}{}\n",
             self.outcome,
-            self.nodes,
-            opt(self.leaves),
-            opt(self.max_depth.map(u64::from)),
-            self.outputs,
+            self.totals.nodes,
+            opt(self.totals.leaves),
+            opt(self.totals.max_depth.map(u64::from)),
+            self.totals.outputs,
             self.elapsed_s,
             self.nodes_per_s / 1e6,
             self.workers,
-            self.jobs,
-            self.returned,
+            self.totals.jobs,
+            self.totals.returned,
             self.budget.initial,
             self.budget.last,
             if self.queued > 0 {

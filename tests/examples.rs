@@ -50,7 +50,7 @@ fn linear_extensions_of_a_2xn_grid_are_catalan_numbers() {
                 .unwrap();
             assert!(finished.summary.complete);
             assert_eq!(
-                finished.summary.outputs,
+                finished.summary.totals.outputs,
                 catalan(n as u64),
                 "2x{n}, {workers} workers, budget {budget}"
             );
@@ -69,10 +69,10 @@ fn linear_extensions_of_an_antichain_are_all_permutations() {
         .options(options(2, 50, Order::Lifo))
         .run(&mut std::io::sink())
         .unwrap();
-    assert_eq!(finished.summary.outputs, factorial(7));
+    assert_eq!(finished.summary.totals.outputs, factorial(7));
     // One node per arrangement of every prefix: sum over k of 7!/(7-k)!.
     let nodes: u64 = (0..=7).map(|k| factorial(7) / factorial(7 - k)).sum();
-    assert_eq!(finished.summary.nodes, nodes);
+    assert_eq!(finished.summary.totals.nodes, nodes);
 }
 
 #[test]
@@ -82,6 +82,6 @@ fn reverse_search_finds_every_permutation_once() {
             .options(options(2, 13, Order::Lifo))
             .run(&mut std::io::sink())
             .unwrap();
-        assert_eq!(finished.summary.nodes, factorial(n), "n = {n}");
+        assert_eq!(finished.summary.totals.nodes, factorial(n), "n = {n}");
     }
 }

@@ -104,9 +104,9 @@ fn a_panicking_oracle_fails_the_run_naming_the_node() {
         v = (v - 1) / 3;
     }
     check_committed(&output, 4000);
-    assert!(finished.summary.outputs > 0);
+    assert!(finished.summary.totals.outputs > 0);
     assert_eq!(
-        finished.summary.outputs as usize,
+        finished.summary.totals.outputs as usize,
         std::str::from_utf8(&output).unwrap().lines().count()
     );
 }
@@ -162,6 +162,6 @@ fn a_user_tree_without_failures_counts_exactly() {
         .run(&mut std::io::sink())
         .unwrap();
     assert_eq!(finished.outcome, Outcome::Complete);
-    assert_eq!(finished.summary.nodes, (3u64.pow(8) - 1) / 2);
-    assert_eq!(finished.summary.leaves, Some(3u64.pow(7)));
+    assert_eq!(finished.summary.totals.nodes, (3u64.pow(8) - 1) / 2);
+    assert_eq!(finished.summary.totals.leaves, Some(3u64.pow(7)));
 }
