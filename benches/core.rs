@@ -13,10 +13,7 @@ use bts_protocol::NodeBytes;
 use std::time::Instant;
 
 fn repeat() -> usize {
-    std::env::var("BTS_BENCH_REPEAT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2)
+    std::env::var("BTS_BENCH_REPEAT").ok().and_then(|v| v.parse().ok()).unwrap_or(2)
 }
 
 fn uts(preset: Preset) -> Uts {
@@ -32,38 +29,21 @@ const GW_SEED: u64 = 119_440;
 
 fn options(workers: usize, fixed: Option<u64>) -> RunOptions {
     let budget = match fixed {
-        Some(b) => BudgetConfig {
-            initial: b,
-            fixed: true,
-            ..BudgetConfig::default()
-        },
+        Some(b) => BudgetConfig { initial: b, fixed: true, ..BudgetConfig::default() },
         None => BudgetConfig::default(),
     };
-    RunOptions {
-        workers,
-        scheduler: SchedulerConfig {
-            budget,
-            ..SchedulerConfig::default()
-        },
-        ..RunOptions::default()
-    }
+    RunOptions { workers, scheduler: SchedulerConfig { budget, ..SchedulerConfig::default() }, ..RunOptions::default() }
 }
 
 fn run<T: Tree>(name: &str, tree: T, options: RunOptions) -> Summary {
-    let finished = Run::new(name, tree)
-        .options(options)
-        .run(&mut std::io::sink())
-        .expect("the run works");
+    let finished = Run::new(name, tree).options(options).run(&mut std::io::sink()).expect("the run works");
     assert!(finished.summary.complete);
     finished.summary
 }
 
 /// Best (shortest) of `repeat()` runs.
 fn best(mut f: impl FnMut() -> Summary) -> Summary {
-    (0..repeat())
-        .map(|_| f())
-        .min_by(|a, b| a.elapsed_s.total_cmp(&b.elapsed_s))
-        .unwrap()
+    (0..repeat()).map(|_| f()).min_by(|a, b| a.elapsed_s.total_cmp(&b.elapsed_s)).unwrap()
 }
 
 fn verdict(ok: bool) -> &'static str {
@@ -106,18 +86,9 @@ fn sequential() {
         bts_best = bts_best.min(s.elapsed_s);
     }
     let ratio = loop_best / bts_best;
-    println!(
-        "hand-written loop   {loop_best:.3} s  ({:.2} M nodes/s)",
-        102.181082 / loop_best
-    );
-    println!(
-        "bts, 1 worker       {bts_best:.3} s  ({:.2} M nodes/s)",
-        102.181082 / bts_best
-    );
-    println!(
-        "speed ratio bts/loop = {ratio:.3}  (target >= 0.95: {})\n",
-        verdict(ratio >= 0.95)
-    );
+    println!("hand-written loop   {loop_best:.3} s  ({:.2} M nodes/s)", 102.181082 / loop_best);
+    println!("bts, 1 worker       {bts_best:.3} s  ({:.2} M nodes/s)", 102.181082 / bts_best);
+    println!("speed ratio bts/loop = {ratio:.3}  (target >= 0.95: {})\n", verdict(ratio >= 0.95));
 }
 
 fn scaling() {
@@ -137,9 +108,7 @@ fn scaling() {
 }
 
 fn master() {
-    println!(
-        "## Master capacity: --budget 1 --fixed-budget, every node a job, 2 local workers (T1)"
-    );
+    println!("## Master capacity: --budget 1 --fixed-budget, every node a job, 2 local workers (T1)");
     let s = best(|| run("T1", uts(Preset::T1), options(2, Some(1))));
     let rate = s.totals.jobs as f64 / s.elapsed_s;
     println!(
@@ -159,15 +128,9 @@ fn memory() {
     let n = 1_000_000;
     let nodes: Vec<Pending> = (0..n)
         .map(|i| {
-            node = tree
-                .children(&node, 1)
-                .next()
-                .unwrap_or_else(|| tree.root());
+            node = tree.children(&node, 1).next().unwrap_or_else(|| tree.root());
             let bytes = postcard::to_allocvec(&node).unwrap();
-            Pending {
-                depth: (i % 13) as u32,
-                node: NodeBytes::from_slice(&bytes),
-            }
+            Pending { depth: (i % 13) as u32, node: NodeBytes::from_slice(&bytes) }
         })
         .collect();
     list.extend_dfs(nodes);
@@ -179,10 +142,7 @@ fn memory() {
         std::mem::size_of::<Pending>()
     );
     let s = run("T1L", uts(Preset::T1L), options(2, None));
-    println!(
-        "T1L with 2 workers: at most {} jobs queued at once\n",
-        s.max_queued
-    );
+    println!("T1L with 2 workers: at most {} jobs queued at once\n", s.max_queued);
 }
 
 /// A tree whose nodes cost `cost` of busy CPU each (a stand-in for an expensive oracle).
@@ -208,16 +168,9 @@ impl<T: Tree> Tree for Slow<T> {
 
 /// A balanced binary tree of 4095 nodes (UTS type 3) at 1 ms a node.
 fn slow_tree() -> Slow<Uts> {
-    let params = bts::trees::UtsParams {
-        tree_type: bts::trees::UtsType::Balanced,
-        b0: 2.0,
-        gen_mx: 11,
-        ..Default::default()
-    };
-    Slow {
-        tree: Uts::new(params).unwrap(),
-        cost: std::time::Duration::from_millis(1),
-    }
+    let params =
+        bts::trees::UtsParams { tree_type: bts::trees::UtsType::Balanced, b0: 2.0, gen_mx: 11, ..Default::default() };
+    Slow { tree: Uts::new(params).unwrap(), cost: std::time::Duration::from_millis(1) }
 }
 
 fn policy() {
@@ -225,29 +178,14 @@ fn policy() {
     type Case = (&'static str, Vec<u64>, Box<dyn Fn(RunOptions) -> Summary>);
     let fast = vec![1_000u64, 10_000, 100_000, 1_000_000, 10_000_000];
     let cases: Vec<Case> = vec![
-        (
-            "T1L",
-            fast.clone(),
-            Box::new(|o| run("T1L", uts(Preset::T1L), o)),
-        ),
-        (
-            "T3L",
-            fast.clone(),
-            Box::new(|o| run("T3L", uts(Preset::T3L), o)),
-        ),
+        ("T1L", fast.clone(), Box::new(|o| run("T1L", uts(Preset::T1L), o))),
+        ("T3L", fast.clone(), Box::new(|o| run("T3L", uts(Preset::T3L), o))),
         ("gw", fast, Box::new(|o| run("gw", big_gw(), o))),
-        (
-            "slow (1 ms a node)",
-            vec![1, 4, 16, 64, 256],
-            Box::new(|o| run("slow", slow_tree(), o)),
-        ),
+        ("slow (1 ms a node)", vec![1, 4, 16, 64, 256], Box::new(|o| run("slow", slow_tree(), o))),
     ];
     for (name, budgets, f) in cases {
         let default = best(|| f(options(2, None)));
-        let mut line = format!(
-            "{name}: default {:.3} s (b -> {})",
-            default.elapsed_s, default.budget.last
-        );
+        let mut line = format!("{name}: default {:.3} s (b -> {})", default.elapsed_s, default.budget.last);
         let mut best_fixed = (f64::MAX, 0);
         for &b in &budgets {
             let s = best(|| f(options(2, Some(b))));
@@ -268,10 +206,7 @@ fn policy() {
 }
 
 fn main() {
-    let parts: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let parts: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let wanted = |p: &str| parts.is_empty() || parts.iter().any(|a| a == p);
     let started = Instant::now();
     if wanted("sequential") {

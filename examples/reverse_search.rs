@@ -42,12 +42,8 @@ impl AdjacencyOracle for Permutations {
 }
 
 fn main() {
-    let n = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(8);
-    let run =
-        Run::new("permutations", Adjacency(Permutations { n })).options(RunOptions::default());
+    let n = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(8);
+    let run = Run::new("permutations", Adjacency(Permutations { n })).options(RunOptions::default());
     let finished = run.run(&mut std::io::sink()).expect("the run works");
     println!(
         "{} permutations of {n} elements ({} leaves)",

@@ -53,18 +53,12 @@ impl Registry {
 
     /// Registers a [`Tree`] whose options are parsed by clap into `A`, then turned into the tree by
     /// `build` (which may refuse them with a message).
-    pub fn register<A, T>(
-        &mut self,
-        name: &str,
-        build: impl Fn(A) -> Result<T, String> + Send + Sync + 'static,
-    ) where
+    pub fn register<A, T>(&mut self, name: &str, build: impl Fn(A) -> Result<T, String> + Send + Sync + 'static)
+    where
         A: clap::Parser,
         T: Tree,
     {
-        let about = A::command()
-            .get_about()
-            .map(|s| s.to_string())
-            .unwrap_or_default();
+        let about = A::command().get_about().map(|s| s.to_string()).unwrap_or_default();
         let tree_name = name.to_string();
         self.register_searcher(name, &about, move |args| {
             let parsed = A::try_parse_from(args).map_err(|e| match e.kind() {
@@ -85,23 +79,14 @@ impl Registry {
         about: &str,
         build: impl Fn(&[String]) -> Result<Arc<dyn Searcher>, BuildError> + Send + Sync + 'static,
     ) {
-        self.entries.insert(
-            name.to_string(),
-            Entry {
-                about: about.to_string(),
-                build: Box::new(build),
-            },
-        );
+        self.entries.insert(name.to_string(), Entry { about: about.to_string(), build: Box::new(build) });
     }
 
     /// Builds the tree `spec` names.
     pub fn build(&self, spec: &TreeSpec) -> Result<Arc<dyn Searcher>, BuildError> {
         match self.entries.get(&spec.name) {
             Some(entry) => (entry.build)(&spec.args),
-            None => Err(BuildError::Unknown {
-                name: spec.name.clone(),
-                known: self.names().join(", "),
-            }),
+            None => Err(BuildError::Unknown { name: spec.name.clone(), known: self.names().join(", ") }),
         }
     }
 
@@ -116,10 +101,7 @@ impl Registry {
     /// One line per tree: name and description.
     pub fn describe(&self) -> String {
         let width = self.entries.keys().map(String::len).max().unwrap_or(0);
-        self.entries
-            .iter()
-            .map(|(name, e)| format!("  {name:width$}  {}\n", e.about))
-            .collect()
+        self.entries.iter().map(|(name, e)| format!("  {name:width$}  {}\n", e.about)).collect()
     }
 }
 
@@ -127,10 +109,7 @@ impl Registry {
 pub(crate) fn one_line(error: &clap::Error) -> String {
     let text = error.render().to_string();
     let message = text.split("\n\nUsage:").next().unwrap_or(&text);
-    let message = message
-        .split("\n\nFor more information")
-        .next()
-        .unwrap_or(message);
+    let message = message.split("\n\nFor more information").next().unwrap_or(message);
     let words: Vec<&str> = message.split_whitespace().collect();
     words.join(" ").trim_start_matches("error: ").to_string()
 }

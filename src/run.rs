@@ -2,7 +2,7 @@
 //!
 //! ```
 //! use bts::{Run, RunOptions};
-//! use bts_trees::Queens;
+//! use bts::trees::Queens;
 //!
 //! let mut records = Vec::new();
 //! let finished = Run::new("queens", Queens::new(6))
@@ -15,13 +15,17 @@
 //! ```
 
 use crate::summary::Summary;
-use bts_master::{DriveOptions, Event, Outcome, Scheduler, SchedulerConfig, StopReason, drive};
-use bts_protocol::ToWorker;
+use bts_checkpoints::{Checkpoint, StoredOptions};
+use bts_master::{
+    DriveOptions, Event, Observer, Outcome, Output, Plain, Scheduler, SchedulerConfig, StopReason, drive,
+};
+use bts_protocol::{ToWorker, TreeSpec};
 use bts_worker::{RunnerSettings, Searcher, Tree, TreeSearcher, WorkerLoop, run_worker};
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How to run.
 #[derive(Clone, Debug)]
@@ -32,8 +36,15 @@ pub struct RunOptions {
     pub scheduler: SchedulerConfig,
     /// Stop after this long (exit status 3 on the command line).
     pub time_limit: Option<Duration>,
+    /// Stop when this file appears.
+    pub stop_file: Option<PathBuf>,
     /// Count output records without writing them.
     pub count_only: bool,
+    /// Save the run to this file when it ends (and periodically with `checkpoint_every`).
+    pub checkpoint: Option<PathBuf>,
+    pub checkpoint_every: Option<Duration>,
+    /// The output file, as recorded in checkpoints (records go to the writer given to `run`).
+    pub output_path: Option<PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -42,7 +53,11 @@ impl Default for RunOptions {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             scheduler: SchedulerConfig::default(),
             time_limit: None,
+            stop_file: None,
             count_only: false,
+            checkpoint: None,
+            checkpoint_every: None,
+            output_path: None,
         }
     }
 }
@@ -53,8 +68,11 @@ pub enum RunError {
     /// The tree or the workers could not be set up.
     #[error("{0}")]
     Setup(String),
-    #[error("cannot write the output: {0}")]
-    Output(#[from] std::io::Error),
+    /// The checkpoint file cannot be written.
+    #[error("cannot write the checkpoint {path}: {source}")]
+    Checkpoint { path: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// A run that ended: how, and its totals.
@@ -62,6 +80,8 @@ pub enum RunError {
 pub struct Finished {
     pub outcome: Outcome,
     pub summary: Summary,
+    /// The checkpoint written when the run ended, if any.
+    pub checkpoint: Option<PathBuf>,
 }
 
 /// Asks a run to stop (from a signal handler thread, a timer, ...).
@@ -69,33 +89,44 @@ pub struct Finished {
 pub struct Stopper(Sender<Event>);
 
 impl Stopper {
+    /// Stop once the jobs out with workers are back.
     pub fn stop(&self, reason: StopReason) {
         let _ = self.0.send(Event::Stop(reason));
+    }
+
+    /// Stop now, saving what is committed; the jobs out with workers go to the checkpoint.
+    pub fn abort(&self, reason: StopReason) {
+        let _ = self.0.send(Event::Abort(reason));
     }
 }
 
 /// A run being set up.
 pub struct Run {
-    name: String,
+    tree: TreeSpec,
     searcher: Arc<dyn Searcher>,
     options: RunOptions,
+    resume: Option<Checkpoint>,
     events: (Sender<Event>, Receiver<Event>),
 }
 
 impl Run {
-    /// A run of `tree`, called `name` in the summary.
+    /// A run of `tree`, called `name` in summaries and checkpoints.
     pub fn new<T: Tree>(name: &str, tree: T) -> Self {
-        Self::with_searcher(name, Arc::new(TreeSearcher::new(tree)))
+        Self::with_searcher(TreeSpec::new(name, Vec::<String>::new()), Arc::new(TreeSearcher::new(tree)))
     }
 
     /// A run of a type-erased tree (from the registry, or a legacy program).
-    pub fn with_searcher(name: &str, searcher: Arc<dyn Searcher>) -> Self {
-        Self {
-            name: name.to_string(),
-            searcher,
-            options: RunOptions::default(),
-            events: mpsc::channel(),
-        }
+    pub fn with_searcher(tree: TreeSpec, searcher: Arc<dyn Searcher>) -> Self {
+        Self { tree, searcher, options: RunOptions::default(), resume: None, events: mpsc::channel() }
+    }
+
+    /// Carries on the run saved in `checkpoint`, whose tree `searcher` must be. The output writer
+    /// given to [`run`](Self::run) must continue the checkpoint's output: the caller cuts the output
+    /// file back to `checkpoint.output_len` first.
+    pub fn resume(checkpoint: Checkpoint, searcher: Arc<dyn Searcher>) -> Self {
+        let mut run = Self::with_searcher(checkpoint.tree.clone(), searcher);
+        run.resume = Some(checkpoint);
+        run
     }
 
     pub fn options(mut self, options: RunOptions) -> Self {
@@ -109,78 +140,102 @@ impl Run {
 
     /// Runs to the end; committed output records go to `output`.
     pub fn run(self, output: &mut dyn Write) -> Result<Finished, RunError> {
-        let Run {
-            name,
-            searcher,
-            options,
-            events: (events_tx, events_rx),
-        } = self;
+        self.run_to(&mut Plain(output))
+    }
+
+    /// As [`run`](Self::run), with an output that can be synced to disk before each checkpoint.
+    pub fn run_to(self, output: &mut dyn Output) -> Result<Finished, RunError> {
+        let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
         if options.workers == 0 {
             return Err(RunError::Setup("a run needs at least one worker".into()));
         }
         let started = Instant::now();
-        let root = searcher.root().map_err(RunError::Setup)?;
-        let settings = RunnerSettings {
-            keep_output: !options.count_only,
-        };
-        let runners = (0..options.workers)
-            .map(|_| searcher.runner(settings))
-            .collect::<Result<Vec<_>, _>>();
+        let settings = RunnerSettings { keep_output: !options.count_only };
+        let runners = (0..options.workers).map(|_| searcher.runner(settings)).collect::<Result<Vec<_>, _>>();
         let runners = runners.map_err(RunError::Setup)?;
+        let (mut scheduler, before) = match resume {
+            Some(ck) => {
+                let before = (ck.elapsed_s, ck.segments);
+                (Scheduler::resume(options.scheduler.clone(), ck.totals, Some(ck.budget), ck.jobs), before)
+            }
+            None => (Scheduler::new(options.scheduler.clone(), searcher.root().map_err(RunError::Setup)?), (0.0, 0)),
+        };
 
         let mut threads = Vec::new();
         for (id, mut runner) in runners.into_iter().enumerate() {
             let id = id as u64;
             let (link, inbox) = mpsc::channel::<ToWorker>();
-            let _ = events_tx.send(Event::Joined {
-                worker: id,
-                threads: 1,
-                link,
-            });
+            let _ = events_tx.send(Event::Joined { worker: id, threads: 1, link });
             let to_master = events_tx.clone();
-            let thread = std::thread::Builder::new()
-                .name(format!("bts-worker-{id}"))
-                .spawn(move || {
-                    // Tells the master when this thread ends, however it ends.
-                    let _guard = DisconnectGuard(id, to_master.clone());
-                    let mut send = |m| to_master.send(Event::Message(id, m)).is_ok();
-                    run_worker(&mut *runner, &inbox, &mut send, WorkerLoop::default());
-                });
-            threads.push(
-                thread
-                    .map_err(|e| RunError::Setup(format!("cannot start a worker thread: {e}")))?,
-            );
+            let thread = std::thread::Builder::new().name(format!("bts-worker-{id}")).spawn(move || {
+                // Tells the master when this thread ends, however it ends.
+                let _guard = DisconnectGuard(id, to_master.clone());
+                let mut send = |m| to_master.send(Event::Message(id, m)).is_ok();
+                run_worker(&mut *runner, &inbox, &mut send, WorkerLoop::default());
+            });
+            threads.push(thread.map_err(|e| RunError::Setup(format!("cannot start a worker thread: {e}")))?);
         }
 
-        let initial_budget = options.scheduler.budget.initial;
-        let mut scheduler = Scheduler::new(options.scheduler.clone(), root);
         let drive_options = DriveOptions {
             deadline: options.time_limit.map(|t| started + t),
+            stop_file: options.stop_file.clone(),
+            checkpoint_every: options.checkpoint_every.filter(|_| options.checkpoint.is_some()),
             workers_may_join: false,
             tick: None,
         };
-        let result = drive(
-            &mut scheduler,
-            &events_rx,
-            output,
-            &drive_options,
-            &mut |_| {},
-        );
-        // Whatever happened, let the threads go.
+        let mut saver = Checkpointer { tree: &tree, options: &options, before, started };
+        // A first checkpoint at once: the path is checked, and a crash from now on loses nothing.
+        if let Some(path) = &options.checkpoint {
+            saver.checkpoint(&scheduler).map_err(|source| RunError::Checkpoint { path: path.clone(), source })?;
+        }
+        let result = drive(&mut scheduler, &events_rx, output, &drive_options, &mut saver);
         drop(events_rx);
-        for t in threads {
-            let _ = t.join();
+        // After an abort, jobs are still out with the threads: leave them to finish on their own.
+        if scheduler.in_flight() == 0 {
+            for t in threads {
+                let _ = t.join();
+            }
         }
         let outcome = result?;
-        let summary = Summary::new(
-            &name,
-            &outcome,
-            &scheduler,
-            options.workers,
-            initial_budget,
-            started.elapsed(),
-        );
-        Ok(Finished { outcome, summary })
+        let elapsed = Duration::from_secs_f64(before.0) + started.elapsed();
+        let summary = Summary::new(&tree.command_line(), &outcome, &scheduler, options.workers, elapsed, before.1 + 1);
+        Ok(Finished { outcome, summary, checkpoint: options.checkpoint.clone() })
+    }
+}
+
+/// Saves the run to the checkpoint file, if there is one.
+struct Checkpointer<'a> {
+    tree: &'a TreeSpec,
+    options: &'a RunOptions,
+    /// Elapsed seconds and segments of the run before this one.
+    before: (f64, u32),
+    started: Instant,
+}
+
+impl Observer for Checkpointer<'_> {
+    fn checkpoint(&mut self, scheduler: &Scheduler) -> std::io::Result<()> {
+        let Some(path) = &self.options.checkpoint else { return Ok(()) };
+        let o = self.options;
+        let checkpoint = Checkpoint {
+            written_unix_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+            tree: self.tree.clone(),
+            options: StoredOptions {
+                order: o.scheduler.order,
+                budget: o.scheduler.budget.clone(),
+                count_only: o.count_only,
+                output: o.output_path.clone(),
+                checkpoint: o.checkpoint.clone(),
+                checkpoint_every: o.checkpoint_every.map(|d| d.as_secs_f64()),
+                workers: o.workers as u32,
+            },
+            totals: scheduler.totals().clone(),
+            budget: scheduler.budget().state().clone(),
+            elapsed_s: self.before.0 + self.started.elapsed().as_secs_f64(),
+            segments: self.before.1 + 1,
+            output_len: scheduler.totals().output_bytes,
+            jobs: scheduler.pending_jobs(),
+        };
+        bts_checkpoints::write(path, &checkpoint)
     }
 }
 

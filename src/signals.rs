@@ -18,10 +18,15 @@ pub fn forward(stopper: Stopper) {
             for signal in signals.forever() {
                 seen += 1;
                 if seen == 1 {
-                    eprintln!("bts: signal {signal}: stopping after the jobs out with workers (signal again to quit now)");
+                    eprintln!(
+                        "bts: signal {signal}: stopping after the jobs out with workers (signal again to quit now)"
+                    );
                     stopper.stop(StopReason::Signal);
+                } else if seen == 2 {
+                    eprintln!("bts: second signal: saving what is committed and quitting now");
+                    stopper.abort(StopReason::Signal);
                 } else {
-                    eprintln!("bts: second signal: quitting now");
+                    eprintln!("bts: third signal: quitting without saving");
                     std::process::exit(3);
                 }
             }

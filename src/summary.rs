@@ -25,7 +25,9 @@ pub struct Summary {
     #[serde(flatten)]
     pub totals: Totals,
     pub workers: usize,
+    /// Wall time of the whole run, all segments (a resumed run has several).
     pub elapsed_s: f64,
+    pub segments: u32,
     pub nodes_per_s: f64,
     pub budget: BudgetSummary,
     pub order: String,
@@ -56,8 +58,8 @@ impl Summary {
         outcome: &Outcome,
         scheduler: &Scheduler,
         workers: usize,
-        initial_budget: u64,
         elapsed: Duration,
+        segments: u32,
     ) -> Self {
         let t = scheduler.totals();
         let secs = elapsed.as_secs_f64();
@@ -69,15 +71,9 @@ impl Summary {
             totals: t.clone(),
             workers,
             elapsed_s: secs,
-            nodes_per_s: if secs > 0.0 {
-                t.nodes as f64 / secs
-            } else {
-                0.0
-            },
-            budget: BudgetSummary {
-                initial: initial_budget,
-                last: scheduler.budget().base(),
-            },
+            segments,
+            nodes_per_s: if secs > 0.0 { t.nodes as f64 / secs } else { 0.0 },
+            budget: BudgetSummary { initial: scheduler.budget().config().initial, last: scheduler.budget().base() },
             order: match scheduler.job_list().order() {
                 Order::Lifo => "lifo",
                 Order::Fifo => "fifo",
@@ -106,11 +102,7 @@ impl Summary {
             self.totals.returned,
             self.budget.initial,
             self.budget.last,
-            if self.queued > 0 {
-                format!(", {} jobs left", self.queued)
-            } else {
-                String::new()
-            },
+            if self.queued > 0 { format!(", {} jobs left", self.queued) } else { String::new() },
         )
     }
 }

@@ -1,39 +1,14 @@
 //! End-to-end tests of the `bts` command: real processes in temporary directories.
 
+use crate::util::*;
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn bts(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bts"))
-        .args(args)
-        .output()
-        .expect("bts runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// The summary JSON, which comes last on stdout.
-fn summary(o: &Output) -> Value {
-    let text = String::from_utf8_lossy(&o.stdout);
-    serde_json::from_str(text.lines().last().expect("a summary line")).expect("the summary is JSON")
-}
 
 #[test]
 fn run_uts_t1_reports_the_published_counts_in_the_summary() {
-    let o = bts(&[
-        "run",
-        "--workers",
-        "2",
-        "--summary-json",
-        "-",
-        "uts",
-        "--preset",
-        "T1",
-    ]);
+    let o = bts(&["run", "--workers", "2", "--summary-json", "-", "uts", "--preset", "T1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = summary(&o);
     assert_eq!(s["complete"], true);
@@ -48,35 +23,17 @@ fn run_uts_t1_reports_the_published_counts_in_the_summary() {
     assert!(s["budget"]["final"].as_u64().unwrap() >= 1);
     assert!(s["elapsed_s"].as_f64().unwrap() > 0.0);
     // Every job but the root's was returned by another job.
-    assert_eq!(
-        s["jobs"].as_u64().unwrap(),
-        s["returned"].as_u64().unwrap() + 1
-    );
+    assert_eq!(s["jobs"].as_u64().unwrap(), s["returned"].as_u64().unwrap() + 1);
     assert!(stderr(&o).contains("4130071 nodes"));
 }
 
 #[test]
 fn run_options_may_follow_the_tree_options() {
-    let o = bts(&[
-        "run",
-        "uts",
-        "--preset",
-        "T5",
-        "--workers",
-        "1",
-        "--order",
-        "fifo",
-        "--summary-json",
-        "-",
-    ]);
+    let o = bts(&["run", "uts", "--preset", "T5", "--workers", "1", "--order", "fifo", "--summary-json", "-"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = summary(&o);
     assert_eq!(
-        (
-            s["nodes"].as_u64(),
-            s["workers"].as_u64(),
-            s["order"].as_str()
-        ),
+        (s["nodes"].as_u64(), s["workers"].as_u64(), s["order"].as_str()),
         (Some(4_147_582), Some(1), Some("fifo"))
     );
 }
@@ -100,19 +57,14 @@ fn output_records_are_whole_lines_each_written_once() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = std::fs::read_to_string(&out).unwrap();
-    let mut boards: Vec<Vec<usize>> = text
-        .lines()
-        .map(|l| l.split(' ').map(|c| c.parse().expect("a column")).collect())
-        .collect();
+    let mut boards: Vec<Vec<usize>> =
+        text.lines().map(|l| l.split(' ').map(|c| c.parse().expect("a column")).collect()).collect();
     assert_eq!(boards.len(), 352);
     for b in &boards {
         assert_eq!(b.len(), 9);
         for r in 0..9 {
             for s in 0..r {
-                assert!(
-                    b[r] != b[s] && r - s != b[r].abs_diff(b[s]),
-                    "{b:?} is not a solution"
-                );
+                assert!(b[r] != b[s] && r - s != b[r].abs_diff(b[s]), "{b:?} is not a solution");
             }
         }
     }
@@ -123,15 +75,7 @@ fn output_records_are_whole_lines_each_written_once() {
 
 #[test]
 fn count_only_counts_records_without_writing_them() {
-    let o = bts(&[
-        "run",
-        "--count-only",
-        "--summary-json",
-        "-",
-        "queens",
-        "--n",
-        "8",
-    ]);
+    let o = bts(&["run", "--count-only", "--summary-json", "-", "queens", "--n", "8"]);
     assert_eq!(o.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(stdout.lines().count(), 1, "only the summary: {stdout}");
@@ -143,9 +87,7 @@ fn every_budget_control_gives_the_same_exact_count() {
     let runs: [&[&str]; 6] = [
         &["--budget", "1", "--fixed-budget"],
         &["--budget", "inf", "--fixed-budget"],
-        &[
-            "--budget", "50", "--scale", "4", "--lmin", "2", "--lmax", "3", "--maxd", "2",
-        ],
+        &["--budget", "50", "--scale", "4", "--lmin", "2", "--lmax", "3", "--maxd", "2"],
         &["--initial-depth", "3", "--order", "fifo"],
         &["--budget", "10", "--lmax", "1", "--scale", "1000"],
         &["--maxd", "1", "--lmin", "100"],
@@ -158,11 +100,7 @@ fn every_budget_control_gives_the_same_exact_count() {
         assert_eq!(o.status.code(), Some(0), "{options:?}: {}", stderr(&o));
         let s = summary(&o);
         assert_eq!(
-            (
-                s["nodes"].as_u64(),
-                s["leaves"].as_u64(),
-                s["max_depth"].as_u64()
-            ),
+            (s["nodes"].as_u64(), s["leaves"].as_u64(), s["max_depth"].as_u64()),
             (Some(4_112_897), Some(3_599_034), Some(1572)),
             "{options:?}"
         );
@@ -171,57 +109,22 @@ fn every_budget_control_gives_the_same_exact_count() {
 
 #[test]
 fn node_limit_stops_at_exactly_that_many_nodes_with_status_3() {
-    let o = bts(&[
-        "run",
-        "--workers",
-        "2",
-        "--node-limit",
-        "12345",
-        "--summary-json",
-        "-",
-        "uts",
-        "--preset",
-        "T1",
-    ]);
+    let o = bts(&["run", "--workers", "2", "--node-limit", "12345", "--summary-json", "-", "uts", "--preset", "T1"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let s = summary(&o);
     assert_eq!(
-        (
-            s["complete"].as_bool(),
-            s["nodes"].as_u64(),
-            s["outcome"].as_str()
-        ),
+        (s["complete"].as_bool(), s["nodes"].as_u64(), s["outcome"].as_str()),
         (Some(false), Some(12345), Some("node-limit"))
     );
     // A limit beyond the tree's size is no limit.
-    let o = bts(&[
-        "run",
-        "--node-limit",
-        "100000000",
-        "--summary-json",
-        "-",
-        "queens",
-        "--n",
-        "6",
-    ]);
+    let o = bts(&["run", "--node-limit", "100000000", "--summary-json", "-", "queens", "--n", "6"]);
     assert_eq!(o.status.code(), Some(0));
 }
 
 #[test]
 fn time_limit_stops_a_long_run_with_status_3() {
     let started = Instant::now();
-    let o = bts(&[
-        "run",
-        "--workers",
-        "1",
-        "--time-limit",
-        "0.3",
-        "--summary-json",
-        "-",
-        "uts",
-        "--preset",
-        "T1XXL",
-    ]);
+    let o = bts(&["run", "--workers", "1", "--time-limit", "0.3", "--summary-json", "-", "uts", "--preset", "T1XXL"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(started.elapsed() < Duration::from_secs(10));
     let s = summary(&o);
@@ -233,37 +136,15 @@ fn time_limit_stops_a_long_run_with_status_3() {
 fn sigint_stops_the_run_cleanly_with_status_3() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("summary.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bts"))
-        .args([
-            "run",
-            "--workers",
-            "2",
-            "--summary-json",
-            json.to_str().unwrap(),
-            "uts",
-            "--preset",
-            "T1XXL",
-        ])
+    let mut child = bts_command()
+        .args(["run", "--workers", "2", "--summary-json", json.to_str().unwrap(), "uts", "--preset", "T1XXL"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!("bts did not stop after SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    signal(&child, "-INT");
+    let status = wait_bounded(&mut child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(3));
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(s["outcome"], "signal");
@@ -278,38 +159,16 @@ fn bad_input_is_refused_with_a_clear_message() {
     let cases: [(&[&str], &str); 16] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
-        (
-            &["run", "--budget", "0", "uts"],
-            "budget must be at least 1",
-        ),
+        (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
         (&["run", "--budget", "lots", "uts"], "not a budget"),
         (&["run", "--workers", "two", "uts"], "--workers"),
         (&["run", "--workers", "0", "uts"], "--workers 0"),
-        (
-            &["run", "--time-limit", "-1", "uts"],
-            "not a positive number of seconds",
-        ),
+        (&["run", "--time-limit", "-1", "uts"], "not a positive number of seconds"),
         (&["run", "--node-limit", "0", "uts"], "--node-limit"),
         (&["run", "--scale", "1", "uts"], "--scale"),
-        (
-            &["run", "--lmin", "3", "--lmax", "2", "uts"],
-            "--lmax (2) must not be below --lmin (3)",
-        ),
-        (
-            &["run", "--count-only", "--output", out, "uts"],
-            "cannot be used with",
-        ),
-        (
-            &[
-                "run",
-                "--output",
-                "/nonexistent-dir/out.txt",
-                "queens",
-                "--n",
-                "4",
-            ],
-            "cannot write the output file",
-        ),
+        (&["run", "--lmin", "3", "--lmax", "2", "uts"], "--lmax (2) must not be below --lmin (3)"),
+        (&["run", "--count-only", "--output", out, "uts"], "cannot be used with"),
+        (&["run", "--output", "/nonexistent-dir/out.txt", "queens", "--n", "4"], "cannot write the output file"),
         (&["run", "uts", "-t", "7"], "uts: invalid value '7'"),
         (&["run", "uts", "-d", "0"], "-d must be at least 1"),
         (&["run", "queens"], "--n"),
@@ -319,38 +178,20 @@ fn bad_input_is_refused_with_a_clear_message() {
         let o = bts(args);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(
-            err.contains(message),
-            "{args:?}: expected '{message}' in: {err}"
-        );
+        assert!(err.contains(message), "{args:?}: expected '{message}' in: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
 
 #[test]
 fn help_is_not_an_error() {
-    for args in [
-        &["--help"][..],
-        &["run", "--help"],
-        &["run", "uts", "--help"],
-        &["trees"],
-    ] {
+    for args in [&["--help"][..], &["run", "--help"], &["run", "uts", "--help"], &["trees"]] {
         let o = bts(args);
         assert_eq!(o.status.code(), Some(0), "{args:?}");
         assert!(!o.stdout.is_empty());
     }
     let run_help = String::from_utf8_lossy(&bts(&["run", "--help"]).stdout).into_owned();
-    for word in [
-        "--budget",
-        "--fixed-budget",
-        "--lmin",
-        "--lmax",
-        "--maxd",
-        "--initial-depth",
-        "uts",
-        "queens",
-        "gw",
-    ] {
+    for word in ["--budget", "--fixed-budget", "--lmin", "--lmax", "--maxd", "--initial-depth", "uts", "queens", "gw"] {
         assert!(run_help.contains(word), "run --help lacks {word}");
     }
 }
@@ -360,20 +201,7 @@ fn output_file_is_truncated_not_appended() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.txt");
     std::fs::write(&out, "stale\n".repeat(1000)).unwrap();
-    let o = bts(&[
-        "run",
-        "--output",
-        out.to_str().unwrap(),
-        "queens",
-        "--n",
-        "5",
-    ]);
+    let o = bts(&["run", "--output", out.to_str().unwrap(), "queens", "--n", "5"]);
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(
-        std::fs::read_to_string(Path::new(&out))
-            .unwrap()
-            .lines()
-            .count(),
-        10
-    );
+    assert_eq!(std::fs::read_to_string(Path::new(&out)).unwrap().lines().count(), 10);
 }

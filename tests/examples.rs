@@ -15,11 +15,7 @@ fn options(workers: usize, budget: u64, order: Order) -> RunOptions {
         workers,
         scheduler: SchedulerConfig {
             order,
-            budget: BudgetConfig {
-                initial: budget,
-                fixed: true,
-                ..BudgetConfig::default()
-            },
+            budget: BudgetConfig { initial: budget, fixed: true, ..BudgetConfig::default() },
             ..SchedulerConfig::default()
         },
         ..RunOptions::default()
@@ -37,23 +33,12 @@ fn factorial(n: u64) -> u64 {
 #[test]
 fn linear_extensions_of_a_2xn_grid_are_catalan_numbers() {
     for n in 1..=9 {
-        for (workers, budget, order) in [
-            (1, u64::MAX, Order::Lifo),
-            (2, 7, Order::Lifo),
-            (3, 1, Order::Fifo),
-        ] {
+        for (workers, budget, order) in [(1, u64::MAX, Order::Lifo), (2, 7, Order::Lifo), (3, 1, Order::Fifo)] {
             let mut out = Vec::new();
             let tree = LinearExtensions::grid(2, n).unwrap();
-            let finished = Run::new("linext", tree)
-                .options(options(workers, budget, order))
-                .run(&mut out)
-                .unwrap();
+            let finished = Run::new("linext", tree).options(options(workers, budget, order)).run(&mut out).unwrap();
             assert!(finished.summary.complete);
-            assert_eq!(
-                finished.summary.totals.outputs,
-                catalan(n as u64),
-                "2x{n}, {workers} workers, budget {budget}"
-            );
+            assert_eq!(finished.summary.totals.outputs, catalan(n as u64), "2x{n}, {workers} workers, budget {budget}");
             // Every record is a distinct linear extension of the grid.
             let mut records: Vec<&str> = std::str::from_utf8(&out).unwrap().lines().collect();
             records.sort();

@@ -26,9 +26,7 @@ impl Tree for Faulty {
             panic!("cannot expand node {node}");
         }
         let kids: Vec<u64> = if depth < self.height {
-            (1..=self.branching)
-                .map(|i| node * self.branching + i)
-                .collect()
+            (1..=self.branching).map(|i| node * self.branching + i).collect()
         } else {
             Vec::new()
         };
@@ -45,11 +43,7 @@ fn small_budget(workers: usize) -> RunOptions {
     RunOptions {
         workers,
         scheduler: SchedulerConfig {
-            budget: BudgetConfig {
-                initial: 20,
-                fixed: true,
-                ..BudgetConfig::default()
-            },
+            budget: BudgetConfig { initial: 20, fixed: true, ..BudgetConfig::default() },
             ..SchedulerConfig::default()
         },
         ..RunOptions::default()
@@ -60,14 +54,8 @@ fn small_budget(workers: usize) -> RunOptions {
 fn check_committed(output: &[u8], failed_node: u64) {
     let text = std::str::from_utf8(output).unwrap();
     assert!(text.is_empty() || text.ends_with('\n'), "a record is cut");
-    let mut ids: Vec<u64> = text
-        .lines()
-        .map(|l| l.parse().expect("a whole record"))
-        .collect();
-    assert!(
-        !ids.contains(&failed_node),
-        "the failed job's records were committed"
-    );
+    let mut ids: Vec<u64> = text.lines().map(|l| l.parse().expect("a whole record")).collect();
+    assert!(!ids.contains(&failed_node), "the failed job's records were committed");
     let n = ids.len();
     ids.sort();
     ids.dedup();
@@ -76,24 +64,11 @@ fn check_committed(output: &[u8], failed_node: u64) {
 
 #[test]
 fn a_panicking_oracle_fails_the_run_naming_the_node() {
-    let tree = Faulty {
-        branching: 3,
-        height: 9,
-        panic_at: 4000,
-    };
+    let tree = Faulty { branching: 3, height: 9, panic_at: 4000 };
     let mut output = Vec::new();
-    let finished = Run::new("faulty", tree)
-        .options(small_budget(2))
-        .run(&mut output)
-        .unwrap();
-    let Outcome::Failed(failure) = &finished.outcome else {
-        panic!("outcome {:?}", finished.outcome)
-    };
-    assert!(
-        failure.message.contains("cannot expand node 4000"),
-        "{}",
-        failure.message
-    );
+    let finished = Run::new("faulty", tree).options(small_budget(2)).run(&mut output).unwrap();
+    let Outcome::Failed(failure) = &finished.outcome else { panic!("outcome {:?}", finished.outcome) };
+    assert!(failure.message.contains("cannot expand node 4000"), "{}", failure.message);
     assert!(!finished.summary.complete);
     assert_eq!(finished.summary.outcome, "failed");
     // The failed job started at node 4000 or at an ancestor of it.
@@ -105,10 +80,7 @@ fn a_panicking_oracle_fails_the_run_naming_the_node() {
     }
     check_committed(&output, 4000);
     assert!(finished.summary.totals.outputs > 0);
-    assert_eq!(
-        finished.summary.totals.outputs as usize,
-        std::str::from_utf8(&output).unwrap().lines().count()
-    );
+    assert_eq!(finished.summary.totals.outputs as usize, std::str::from_utf8(&output).unwrap().lines().count());
 }
 
 #[derive(Parser)]
@@ -121,30 +93,11 @@ struct FaultyArgs {
 #[test]
 fn the_command_line_exits_1_naming_the_node_and_keeps_committed_output() {
     let mut registry = Registry::builtin();
-    registry.register::<FaultyArgs, _>("faulty", |a| {
-        Ok(Faulty {
-            branching: 3,
-            height: 8,
-            panic_at: a.panic_at,
-        })
-    });
+    registry.register::<FaultyArgs, _>("faulty", |a| Ok(Faulty { branching: 3, height: 8, panic_at: a.panic_at }));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("records.txt");
-    let args = [
-        "bts",
-        "run",
-        "--workers",
-        "2",
-        "--budget",
-        "5",
-        "--fixed-budget",
-        "--output",
-        out.to_str().unwrap(),
-    ];
-    let args = args
-        .into_iter()
-        .chain(["faulty", "--panic-at", "1000"])
-        .map(Into::into);
+    let args = ["bts", "run", "--workers", "2", "--budget", "5", "--fixed-budget", "--output", out.to_str().unwrap()];
+    let args = args.into_iter().chain(["faulty", "--panic-at", "1000"]).map(Into::into);
     assert_eq!(bts::cli::run(&registry, args), Exit::Failure);
     check_committed(&std::fs::read(&out).unwrap(), 1000);
 }
@@ -152,15 +105,8 @@ fn the_command_line_exits_1_naming_the_node_and_keeps_committed_output() {
 #[test]
 fn a_user_tree_without_failures_counts_exactly() {
     // 1 + 3 + ... + 3^7 nodes.
-    let tree = Faulty {
-        branching: 3,
-        height: 7,
-        panic_at: u64::MAX,
-    };
-    let finished = Run::new("tree", tree)
-        .options(small_budget(3))
-        .run(&mut std::io::sink())
-        .unwrap();
+    let tree = Faulty { branching: 3, height: 7, panic_at: u64::MAX };
+    let finished = Run::new("tree", tree).options(small_budget(3)).run(&mut std::io::sink()).unwrap();
     assert_eq!(finished.outcome, Outcome::Complete);
     assert_eq!(finished.summary.totals.nodes, (3u64.pow(8) - 1) / 2);
     assert_eq!(finished.summary.totals.leaves, Some(3u64.pow(7)));

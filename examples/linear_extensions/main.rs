@@ -12,11 +12,7 @@ use tree::LinearExtensions;
 
 /// Options of the `linext` tree, parsed by clap like those of the built-in trees.
 #[derive(Parser)]
-#[command(
-    name = "linext",
-    no_binary_name = true,
-    about = "Linear extensions of a partial order (a user-defined tree)"
-)]
+#[command(name = "linext", no_binary_name = true, about = "Linear extensions of a partial order (a user-defined tree)")]
 struct LinextArgs {
     /// The product of two chains, ROWSxCOLS (its linear extensions are standard Young tableaux).
     #[arg(long, value_name = "ROWSxCOLS", conflicts_with = "antichain")]
@@ -29,13 +25,8 @@ struct LinextArgs {
 fn build(args: LinextArgs) -> Result<LinearExtensions, String> {
     match (args.grid, args.antichain) {
         (Some(grid), None) => {
-            let (r, c) = grid
-                .split_once('x')
-                .ok_or("--grid takes ROWSxCOLS, such as 2x10")?;
-            let parse = |s: &str| {
-                s.parse::<usize>()
-                    .map_err(|_| format!("bad --grid size '{s}'"))
-            };
+            let (r, c) = grid.split_once('x').ok_or("--grid takes ROWSxCOLS, such as 2x10")?;
+            let parse = |s: &str| s.parse::<usize>().map_err(|_| format!("bad --grid size '{s}'"));
             LinearExtensions::grid(parse(r)?, parse(c)?)
         }
         (None, Some(n)) => LinearExtensions::new(n, &[]),

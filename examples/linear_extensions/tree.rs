@@ -89,10 +89,7 @@ impl Tree for LinearExtensions {
         let candidates = (0..self.len())
             .filter(|&e| placed & (1 << e) == 0 && self.preds[e] & !placed == 0)
             .fold(0u64, |set, e| set | 1 << e);
-        Extend {
-            parent: node.clone(),
-            candidates,
-        }
+        Extend { parent: node.clone(), candidates }
     }
 
     fn output(&self, node: &Sequence, _depth: u32, out: &mut String) -> bool {

@@ -79,11 +79,7 @@ pub struct BudgetController {
 
 impl BudgetController {
     pub fn new(config: BudgetConfig) -> Self {
-        let state = BudgetState {
-            base: config.initial.max(1),
-            cost_nodes: 0.0,
-            cost_ns: 0.0,
-        };
+        let state = BudgetState { base: config.initial.max(1), cost_nodes: 0.0, cost_ns: 0.0 };
         Self { config, state }
     }
 
@@ -111,52 +107,30 @@ impl BudgetController {
 
     /// Limits of the run's first job, at depth 0.
     pub fn first_job(&self) -> Assignment {
-        let max_depth = if self.config.fixed {
-            None
-        } else {
-            self.config.initial_depth
-        };
-        Assignment {
-            budget: Budget(self.state.base),
-            max_depth,
-        }
+        let max_depth = if self.config.fixed { None } else { self.config.initial_depth };
+        Assignment { budget: Budget(self.state.base), max_depth }
     }
 
     /// Limits of a job at `depth` handed out while `queued` jobs wait and `threads` work.
     pub fn assign(&self, depth: u32, queued: usize, threads: usize) -> Assignment {
         let b = self.state.base;
         if self.config.fixed {
-            return Assignment {
-                budget: Budget(b),
-                max_depth: None,
-            };
+            return Assignment { budget: Budget(b), max_depth: None };
         }
         let threads = threads.max(1) as f64;
         let queued = queued as f64;
         if queued < self.config.lmin * threads {
             return match self.config.maxd {
-                Some(maxd) => Assignment {
-                    budget: Budget(b),
-                    max_depth: Some(depth.saturating_add(maxd)),
-                },
-                None => Assignment {
-                    budget: Budget((b / self.config.scale.max(1)).max(1)),
-                    max_depth: None,
-                },
+                Some(maxd) => Assignment { budget: Budget(b), max_depth: Some(depth.saturating_add(maxd)) },
+                None => Assignment { budget: Budget((b / self.config.scale.max(1)).max(1)), max_depth: None },
             };
         }
         if let Some(lmax) = self.config.lmax
             && queued > lmax * threads
         {
-            return Assignment {
-                budget: Budget(b.saturating_mul(self.config.scale)),
-                max_depth: None,
-            };
+            return Assignment { budget: Budget(b.saturating_mul(self.config.scale)), max_depth: None };
         }
-        Assignment {
-            budget: Budget(b),
-            max_depth: None,
-        }
+        Assignment { budget: Budget(b), max_depth: None }
     }
 
     /// Learns from a finished job: it visited `visited` nodes in `elapsed_ns`.
@@ -168,9 +142,8 @@ impl BudgetController {
         s.cost_nodes = s.cost_nodes * (1.0 - COST_DECAY) + visited as f64;
         s.cost_ns = s.cost_ns * (1.0 - COST_DECAY) + elapsed_ns.max(1) as f64;
         let ns_per_node = s.cost_ns / s.cost_nodes;
-        let target = (self.config.target_job_ns as f64 / ns_per_node)
-            .round()
-            .clamp(1.0, MAX_ADAPTIVE_BUDGET as f64) as u64;
+        let target =
+            (self.config.target_job_ns as f64 / ns_per_node).round().clamp(1.0, MAX_ADAPTIVE_BUDGET as f64) as u64;
         // Move at most a factor 2 per job, so one odd measurement cannot swing b.
         s.base = target.clamp((s.base / 2).max(1), s.base.saturating_mul(2));
     }
@@ -195,24 +168,12 @@ mod tests {
             ..Default::default()
         };
         let mut c = BudgetController::new(config);
-        assert_eq!(
-            c.first_job(),
-            Assignment {
-                budget: Budget(7),
-                max_depth: None
-            }
-        );
+        assert_eq!(c.first_job(), Assignment { budget: Budget(7), max_depth: None });
         for _ in 0..100 {
             c.observe(7, 1);
         }
         for queued in [0, 1, 1000] {
-            assert_eq!(
-                c.assign(5, queued, 2),
-                Assignment {
-                    budget: Budget(7),
-                    max_depth: None
-                }
-            );
+            assert_eq!(c.assign(5, queued, 2), Assignment { budget: Budget(7), max_depth: None });
         }
     }
 
@@ -248,63 +209,26 @@ mod tests {
 
     #[test]
     fn mplrs_rules_follow_the_list_size() {
-        let config = BudgetConfig {
-            initial: 1000,
-            scale: 10,
-            lmin: 1.0,
-            lmax: Some(3.0),
-            maxd: Some(2),
-            ..Default::default()
-        };
+        let config =
+            BudgetConfig { initial: 1000, scale: 10, lmin: 1.0, lmax: Some(3.0), maxd: Some(2), ..Default::default() };
         let c = BudgetController::new(config);
         // 4 threads: |L| < 4 → depth limit; |L| > 12 → b·scale; otherwise b.
-        assert_eq!(
-            c.assign(5, 3, 4),
-            Assignment {
-                budget: Budget(1000),
-                max_depth: Some(7)
-            }
-        );
-        assert_eq!(
-            c.assign(5, 4, 4),
-            Assignment {
-                budget: Budget(1000),
-                max_depth: None
-            }
-        );
-        assert_eq!(
-            c.assign(5, 12, 4),
-            Assignment {
-                budget: Budget(1000),
-                max_depth: None
-            }
-        );
-        assert_eq!(
-            c.assign(5, 13, 4),
-            Assignment {
-                budget: Budget(10_000),
-                max_depth: None
-            }
-        );
+        assert_eq!(c.assign(5, 3, 4), Assignment { budget: Budget(1000), max_depth: Some(7) });
+        assert_eq!(c.assign(5, 4, 4), Assignment { budget: Budget(1000), max_depth: None });
+        assert_eq!(c.assign(5, 12, 4), Assignment { budget: Budget(1000), max_depth: None });
+        assert_eq!(c.assign(5, 13, 4), Assignment { budget: Budget(10_000), max_depth: None });
     }
 
     #[test]
     fn starving_without_maxd_shortens_jobs() {
-        let c = BudgetController::new(BudgetConfig {
-            initial: 1000,
-            scale: 100,
-            ..Default::default()
-        });
+        let c = BudgetController::new(BudgetConfig { initial: 1000, scale: 100, ..Default::default() });
         assert_eq!(c.assign(0, 0, 2).budget, Budget(10));
         assert_eq!(c.assign(0, 2, 2).budget, Budget(1000));
     }
 
     #[test]
     fn first_job_gets_the_initial_depth() {
-        let c = BudgetController::new(BudgetConfig {
-            initial_depth: Some(3),
-            ..Default::default()
-        });
+        let c = BudgetController::new(BudgetConfig { initial_depth: Some(3), ..Default::default() });
         assert_eq!(c.first_job().max_depth, Some(3));
     }
 }

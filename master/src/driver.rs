@@ -1,10 +1,12 @@
 //! The driver: moves messages between the [`Scheduler`] and the workers' channels, writes committed
-//! output, and enforces the time limit. All I/O of the master happens here.
+//! output, takes checkpoints, and watches the clock and the stop file. All I/O of the master
+//! happens here.
 
 use crate::scheduler::{Outcome, Scheduler, StopReason, WorkerId};
 use bts_protocol::{FromWorker, ToWorker};
 use std::collections::HashMap;
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
@@ -19,37 +21,94 @@ pub enum Event {
     Message(WorkerId, FromWorker),
     /// The worker's connection or thread is gone.
     Disconnected(WorkerId),
-    /// Stop the run (a signal, a stop file, ...).
+    /// Stop the run once the jobs out with workers are back (a signal, ...).
     Stop(StopReason),
+    /// Stop now: save what is committed and leave the jobs out with workers to the checkpoint.
+    Abort(StopReason),
 }
+
+/// Where committed output records go.
+pub trait Output: Write {
+    /// Makes everything written so far durable (flush, and sync a file to disk).
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+/// An [`Output`] for writers that cannot be synced beyond a flush (stdout, memory, a sink).
+pub struct Plain<W>(pub W);
+
+impl<W: Write> Write for Plain<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl<W: Write> Output for Plain<W> {
+    fn sync(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// Hooks of the driver into the rest of the program.
+pub trait Observer {
+    /// Called every [`DriveOptions::tick`], for progress reports.
+    fn tick(&mut self, _scheduler: &Scheduler) {}
+
+    /// Saves the run. Called every [`DriveOptions::checkpoint_every`] and when the run ends, at a
+    /// consistent moment: the output holds exactly the committed records, synced.
+    fn checkpoint(&mut self, _scheduler: &Scheduler) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Observer for () {}
 
 #[derive(Clone, Debug, Default)]
 pub struct DriveOptions {
     /// Stop when this moment passes.
     pub deadline: Option<Instant>,
+    /// Stop when this file appears.
+    pub stop_file: Option<PathBuf>,
+    /// Save the run this often without stopping it.
+    pub checkpoint_every: Option<Duration>,
     /// More workers may join later (a listening master); otherwise losing every worker ends the run.
     pub workers_may_join: bool,
-    /// Called at most this often with the scheduler, for progress reports.
+    /// Call [`Observer::tick`] this often.
     pub tick: Option<Duration>,
 }
 
-/// Runs the scheduler until the run ends. Committed output records are written to `output` (and
-/// flushed before returning); an error writing them ends the run with that error.
+/// How often the stop file is looked for.
+const STOP_FILE_POLL: Duration = Duration::from_millis(100);
+
+/// The driver's timers.
+struct Timers {
+    tick: Option<Instant>,
+    checkpoint: Option<Instant>,
+    stop_file: Option<Instant>,
+}
+
+/// Runs the scheduler until the run ends, then takes the final checkpoint. Returns how the run
+/// ended; with [`Event::Abort`] that is before the jobs out with workers came back.
 pub fn drive(
     scheduler: &mut Scheduler,
     events: &Receiver<Event>,
-    output: &mut dyn Write,
+    output: &mut dyn Output,
     options: &DriveOptions,
-    on_tick: &mut dyn FnMut(&Scheduler),
+    observer: &mut dyn Observer,
 ) -> io::Result<Outcome> {
     let mut links: HashMap<WorkerId, Sender<ToWorker>> = HashMap::new();
-    let mut next_tick = options.tick.map(|t| Instant::now() + t);
+    let now = Instant::now();
+    let mut timers = Timers {
+        tick: options.tick.map(|t| now + t),
+        checkpoint: options.checkpoint_every.map(|t| now + t),
+        stop_file: options.stop_file.as_ref().map(|_| now),
+    };
     let mut had_workers = false;
     loop {
         while let Some((worker, message)) = scheduler.poll_send() {
-            let delivered = links
-                .get(&worker)
-                .is_some_and(|link| link.send(message).is_ok());
+            let delivered = links.get(&worker).is_some_and(|link| link.send(message).is_ok());
             if !delivered {
                 links.remove(&worker);
                 scheduler.handle_disconnect(worker);
@@ -60,8 +119,9 @@ pub fn drive(
             scheduler.clear_output();
         }
         if let Some(outcome) = scheduler.outcome() {
-            output.flush()?;
-            return Ok(outcome.clone());
+            let outcome = outcome.clone();
+            save(scheduler, output, observer)?;
+            return Ok(outcome);
         }
         if had_workers && scheduler.workers() == 0 && !options.workers_may_join {
             scheduler.stop(StopReason::NoWorkers);
@@ -69,34 +129,40 @@ pub fn drive(
         }
 
         let now = Instant::now();
-        if let (Some(tick), Some(at)) = (options.tick, next_tick)
-            && now >= at
-        {
-            on_tick(scheduler);
-            next_tick = Some(now + tick);
+        if timers.tick.is_some_and(|at| now >= at) {
+            observer.tick(scheduler);
+            timers.tick = options.tick.map(|t| now + t);
+        }
+        if timers.checkpoint.is_some_and(|at| now >= at) {
+            if let Err(e) = save(scheduler, output, observer) {
+                tracing::warn!("cannot write a periodic checkpoint: {e}; the previous one stays valid");
+            }
+            timers.checkpoint = options.checkpoint_every.map(|t| Instant::now() + t);
+        }
+        if timers.stop_file.is_some_and(|at| now >= at) {
+            if options.stop_file.as_ref().is_some_and(|f| f.exists()) {
+                tracing::info!("stop file found: stopping");
+                scheduler.stop(StopReason::StopFile);
+                timers.stop_file = None;
+            } else {
+                timers.stop_file = Some(now + STOP_FILE_POLL);
+            }
         }
         if options.deadline.is_some_and(|d| now >= d) {
             scheduler.stop(StopReason::TimeLimit);
         }
-        let wake = [options.deadline, next_tick].into_iter().flatten().min();
+
+        let wake = [options.deadline, timers.tick, timers.checkpoint, timers.stop_file].into_iter().flatten().min();
         let event = match wake {
             Some(at) => match events.recv_timeout(at.saturating_duration_since(now)) {
                 Ok(e) => e,
                 Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(io::Error::other("every event source closed"));
-                }
+                Err(RecvTimeoutError::Disconnected) => return Err(io::Error::other("every event source closed")),
             },
-            None => events
-                .recv()
-                .map_err(|_| io::Error::other("every event source closed"))?,
+            None => events.recv().map_err(|_| io::Error::other("every event source closed"))?,
         };
         match event {
-            Event::Joined {
-                worker,
-                threads,
-                link,
-            } => {
+            Event::Joined { worker, threads, link } => {
                 had_workers = true;
                 links.insert(worker, link);
                 scheduler.add_worker(worker, threads);
@@ -113,6 +179,20 @@ pub fn drive(
                 scheduler.handle_disconnect(worker);
             }
             Event::Stop(reason) => scheduler.stop(reason),
+            Event::Abort(reason) => {
+                if !scheduler.output().is_empty() {
+                    output.write_all(scheduler.output())?;
+                    scheduler.clear_output();
+                }
+                save(scheduler, output, observer)?;
+                return Ok(Outcome::Stopped(reason));
+            }
         }
     }
+}
+
+/// Syncs the output, then lets the observer save the run.
+fn save(scheduler: &Scheduler, output: &mut dyn Output, observer: &mut dyn Observer) -> io::Result<()> {
+    output.sync()?;
+    observer.checkpoint(scheduler)
 }

@@ -14,7 +14,7 @@ pub enum Order {
 }
 
 /// A node waiting in L.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Pending {
     pub depth: u32,
     pub node: NodeBytes,
@@ -31,11 +31,7 @@ pub struct JobList {
 
 impl JobList {
     pub fn new(order: Order) -> Self {
-        Self {
-            order,
-            items: VecDeque::new(),
-            heap_bytes: 0,
-        }
+        Self { order, items: VecDeque::new(), heap_bytes: 0 }
     }
 
     pub fn order(&self) -> Order {
@@ -101,10 +97,7 @@ mod tests {
     use super::*;
 
     fn p(depth: u32) -> Pending {
-        Pending {
-            depth,
-            node: NodeBytes::from_slice(&[depth as u8]),
-        }
+        Pending { depth, node: NodeBytes::from_slice(&[depth as u8]) }
     }
 
     #[test]
@@ -128,15 +121,9 @@ mod tests {
     #[test]
     fn memory_counts_spilled_nodes() {
         let mut list = JobList::new(Order::Lifo);
-        list.extend_dfs([Pending {
-            depth: 0,
-            node: NodeBytes::from_slice(&[7; 100]),
-        }]);
+        list.extend_dfs([Pending { depth: 0, node: NodeBytes::from_slice(&[7; 100]) }]);
         assert!(list.memory_bytes() >= 100);
         list.pop();
-        assert_eq!(
-            list.memory_bytes(),
-            list.items.capacity() * std::mem::size_of::<Pending>()
-        );
+        assert_eq!(list.memory_bytes(), list.items.capacity() * std::mem::size_of::<Pending>());
     }
 }

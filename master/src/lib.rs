@@ -7,6 +7,6 @@ mod joblist;
 mod scheduler;
 
 pub use budget::{Assignment, BudgetConfig, BudgetController, BudgetState};
-pub use driver::{DriveOptions, Event, drive};
+pub use driver::{DriveOptions, Event, Observer, Output, Plain, drive};
 pub use joblist::{JobList, Order, Pending};
 pub use scheduler::{Outcome, Scheduler, SchedulerConfig, StopReason, Totals, Violation, WorkerId};

@@ -17,9 +17,7 @@
 
 use crate::budget::{Assignment, BudgetConfig, BudgetController};
 use crate::joblist::{JobList, Order, Pending};
-use bts_protocol::{
-    Budget, FromWorker, Job, JobFailure, JobId, JobReport, NodeBytes, ReportBatch, ToWorker,
-};
+use bts_protocol::{Budget, FromWorker, Job, JobFailure, JobId, JobReport, NodeBytes, ReportBatch, ToWorker};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
@@ -31,7 +29,7 @@ pub type WorkerId = u64;
 pub struct SchedulerConfig {
     pub order: Order,
     pub budget: BudgetConfig,
-    /// Visit at most this many nodes, then stop.
+    /// Visit at most this many nodes (in this segment of the run), then stop.
     pub node_limit: Option<u64>,
     /// How much work to queue ahead at each worker thread, so that it never waits for a round trip.
     pub queue_ahead: Duration,
@@ -66,15 +64,7 @@ pub struct Totals {
 
 impl Default for Totals {
     fn default() -> Self {
-        Self {
-            nodes: 0,
-            leaves: Some(0),
-            max_depth: Some(0),
-            outputs: 0,
-            jobs: 0,
-            returned: 0,
-            output_bytes: 0,
-        }
+        Self { nodes: 0, leaves: Some(0), max_depth: Some(0), outputs: 0, jobs: 0, returned: 0, output_bytes: 0 }
     }
 }
 
@@ -143,6 +133,8 @@ pub struct Scheduler {
     /// The next job handed out is the run's first (it gets the initial depth limit).
     first_job: bool,
     totals: Totals,
+    /// Nodes committed before this segment of the run (a resumed run starts with some).
+    nodes_before: u64,
     /// The most jobs L held at once.
     peak_queued: usize,
     outbox: VecDeque<(WorkerId, ToWorker)>,
@@ -156,10 +148,7 @@ impl Scheduler {
     /// A new run from `root`.
     pub fn new(config: SchedulerConfig, root: NodeBytes) -> Self {
         let mut s = Self::with_state(config, Totals::default(), None);
-        s.list.extend_dfs([Pending {
-            depth: 0,
-            node: root,
-        }]);
+        s.list.extend_dfs([Pending { depth: 0, node: root }]);
         s.first_job = true;
         s
     }
@@ -178,11 +167,7 @@ impl Scheduler {
         s
     }
 
-    fn with_state(
-        config: SchedulerConfig,
-        totals: Totals,
-        budget: Option<crate::budget::BudgetState>,
-    ) -> Self {
+    fn with_state(config: SchedulerConfig, totals: Totals, budget: Option<crate::budget::BudgetState>) -> Self {
         let controller = match budget {
             Some(state) => BudgetController::resume(config.budget.clone(), state),
             None => BudgetController::new(config.budget.clone()),
@@ -196,6 +181,7 @@ impl Scheduler {
             reserved: 0,
             next_job: 0,
             first_job: false,
+            nodes_before: totals.nodes,
             totals,
             peak_queued: 0,
             outbox: VecDeque::new(),
@@ -211,24 +197,13 @@ impl Scheduler {
     /// A worker with `threads` threads is ready for jobs.
     pub fn add_worker(&mut self, worker: WorkerId, threads: u32) {
         let job_ns = self.config.budget.target_job_ns as f64;
-        self.workers.insert(
-            worker,
-            WorkerSlot {
-                threads: threads.max(1),
-                outstanding: 0,
-                job_ns,
-            },
-        );
+        self.workers.insert(worker, WorkerSlot { threads: threads.max(1), outstanding: 0, job_ns });
         self.dispatch();
     }
 
     /// A message from `worker`. On a [`Violation`] nothing of the message is applied; the driver
     /// should drop the worker with [`handle_disconnect`](Self::handle_disconnect).
-    pub fn handle_message(
-        &mut self,
-        worker: WorkerId,
-        message: FromWorker,
-    ) -> Result<(), Violation> {
+    pub fn handle_message(&mut self, worker: WorkerId, message: FromWorker) -> Result<(), Violation> {
         let violation = |reason: String| Violation { worker, reason };
         if !self.workers.contains_key(&worker) {
             return Err(violation("message from an unknown worker".into()));
@@ -238,10 +213,7 @@ impl Scheduler {
             FromWorker::Failed(failure) => {
                 let job = self.take_in_flight(worker, failure.id).map_err(violation)?;
                 tracing::error!(worker, node = %failure.node, "job failed: {}", failure.message);
-                self.list.put_back(Pending {
-                    depth: job.depth,
-                    node: job.node,
-                });
+                self.list.put_back(Pending { depth: job.depth, node: job.node });
                 self.failure.get_or_insert(failure);
                 self.stop.get_or_insert(StopReason::JobFailed);
             }
@@ -255,28 +227,17 @@ impl Scheduler {
         if self.workers.remove(&worker).is_none() {
             return;
         }
-        let mut lost: Vec<(JobId, InFlight)> = self
-            .in_flight
-            .iter()
-            .filter(|(_, j)| j.worker == worker)
-            .map(|(&id, j)| (id, j.clone()))
-            .collect();
+        let mut lost: Vec<(JobId, InFlight)> =
+            self.in_flight.iter().filter(|(_, j)| j.worker == worker).map(|(&id, j)| (id, j.clone())).collect();
         // Put the oldest back last, so that with LIFO order it is handed out first.
         lost.sort_by_key(|&(id, _)| std::cmp::Reverse(id));
         if !lost.is_empty() {
-            tracing::warn!(
-                worker,
-                jobs = lost.len(),
-                "worker lost; its jobs go back to the job list"
-            );
+            tracing::warn!(worker, jobs = lost.len(), "worker lost; its jobs go back to the job list");
         }
         for (id, job) in lost {
             self.in_flight.remove(&id);
             self.reserved = self.reserved.saturating_sub(job.budget.0);
-            self.list.put_back(Pending {
-                depth: job.depth,
-                node: job.node,
-            });
+            self.list.put_back(Pending { depth: job.depth, node: job.node });
         }
         self.dispatch();
     }
@@ -351,19 +312,8 @@ impl Scheduler {
 
     /// Every job not yet committed: those in L and those out with workers (by their start nodes).
     pub fn pending_jobs(&self) -> Vec<Pending> {
-        let mut out: Vec<(JobId, Pending)> = self
-            .in_flight
-            .iter()
-            .map(|(&id, j)| {
-                (
-                    id,
-                    Pending {
-                        depth: j.depth,
-                        node: j.node.clone(),
-                    },
-                )
-            })
-            .collect();
+        let mut out: Vec<(JobId, Pending)> =
+            self.in_flight.iter().map(|(&id, j)| (id, Pending { depth: j.depth, node: j.node.clone() })).collect();
         out.sort_by_key(|&(id, _)| std::cmp::Reverse(id));
         let mut jobs: Vec<Pending> = self.list.iter().cloned().collect();
         jobs.extend(out.into_iter().map(|(_, p)| p));
@@ -393,10 +343,7 @@ impl Scheduler {
         for r in &batch.reports {
             let job = self.in_flight.get(&r.id).filter(|j| j.worker == worker);
             let Some(job) = job else {
-                return Err(format!(
-                    "report for job {} which is not out with this worker",
-                    r.id.0
-                ));
+                return Err(format!("report for job {} which is not out with this worker", r.id.0));
             };
             check_report(r, job)?;
             ids.push(r.id.0);
@@ -406,11 +353,7 @@ impl Scheduler {
             return Err("a job is reported twice".into());
         }
 
-        let ReportBatch {
-            reports,
-            returned,
-            output,
-        } = batch;
+        let ReportBatch { reports, returned, output } = batch;
         let mut returned = returned.into_iter();
         let mut output_at = 0usize;
         let t = &mut self.totals;
@@ -431,10 +374,7 @@ impl Scheduler {
                 returned
                     .by_ref()
                     .take(r.returned as usize)
-                    .map(|n| Pending {
-                        depth: n.depth,
-                        node: n.node,
-                    })
+                    .map(|n| Pending { depth: n.depth, node: n.node })
                     .collect::<Vec<_>>(),
             );
             self.budget.observe(r.visited, r.elapsed_ns);
@@ -449,9 +389,10 @@ impl Scheduler {
     /// Nodes that may still be given out as budgets under the node limit.
     fn remaining_budget(&self) -> u64 {
         match self.config.node_limit {
-            Some(limit) => limit
-                .saturating_sub(self.totals.nodes)
-                .saturating_sub(self.reserved),
+            Some(limit) => {
+                let done = self.totals.nodes - self.nodes_before;
+                limit.saturating_sub(done).saturating_sub(self.reserved)
+            }
             None => u64::MAX,
         }
     }
@@ -470,11 +411,7 @@ impl Scheduler {
             return;
         }
         self.peak_queued = self.peak_queued.max(self.list.len());
-        if self.stop.is_none()
-            && !self.list.is_empty()
-            && self.remaining_budget() == 0
-            && self.in_flight.is_empty()
-        {
+        if self.stop.is_none() && !self.list.is_empty() && self.remaining_budget() == 0 && self.in_flight.is_empty() {
             self.stop = Some(StopReason::NodeLimit);
         }
         if self.stop.is_none() {
@@ -482,11 +419,7 @@ impl Scheduler {
             for fill_queue in [false, true] {
                 for &id in &ids {
                     let slot = &self.workers[&id];
-                    let want = if fill_queue {
-                        self.queue_target(slot)
-                    } else {
-                        slot.threads
-                    };
+                    let want = if fill_queue { self.queue_target(slot) } else { slot.threads };
                     let want = want.saturating_sub(slot.outstanding);
                     self.send_jobs(id, want);
                 }
@@ -516,22 +449,8 @@ impl Scheduler {
             let id = JobId(self.next_job);
             self.next_job += 1;
             self.reserved = self.reserved.saturating_add(budget.0);
-            self.in_flight.insert(
-                id,
-                InFlight {
-                    worker,
-                    depth: pending.depth,
-                    budget,
-                    node: pending.node.clone(),
-                },
-            );
-            jobs.push(Job {
-                id,
-                depth: pending.depth,
-                budget,
-                max_depth: a.max_depth,
-                node: pending.node,
-            });
+            self.in_flight.insert(id, InFlight { worker, depth: pending.depth, budget, node: pending.node.clone() });
+            jobs.push(Job { id, depth: pending.depth, budget, max_depth: a.max_depth, node: pending.node });
         }
         if !jobs.is_empty() {
             if let Some(slot) = self.workers.get_mut(&worker) {
@@ -564,16 +483,10 @@ impl Scheduler {
 /// A report must describe a plausible run of its job.
 fn check_report(r: &JobReport, job: &InFlight) -> Result<(), String> {
     if r.visited == 0 {
-        return Err(format!(
-            "job {} reports no visited node (its start node would be lost)",
-            r.id.0
-        ));
+        return Err(format!("job {} reports no visited node (its start node would be lost)", r.id.0));
     }
     if r.visited > job.budget.0 {
-        return Err(format!(
-            "job {} visited {} nodes on a budget of {}",
-            r.id.0, r.visited, job.budget
-        ));
+        return Err(format!("job {} visited {} nodes on a budget of {}", r.id.0, r.visited, job.budget));
     }
     Ok(())
 }

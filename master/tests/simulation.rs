@@ -2,9 +2,7 @@
 //! time, report in batches, die and join, and the run must still count every node exactly once and
 //! commit every output record exactly once.
 
-use bts_master::{
-    BudgetConfig, Order, Outcome, Pending, Scheduler, SchedulerConfig, StopReason, Totals,
-};
+use bts_master::{BudgetConfig, BudgetState, Order, Outcome, Pending, Scheduler, SchedulerConfig, StopReason, Totals};
 use bts_protocol::{FromWorker, Job, ReportBatch, ToWorker};
 use bts_trees::{Gw, Queens};
 use bts_worker::{JobRunner, Limits, RunnerSettings, Searcher, Tree, TreeSearcher, search};
@@ -34,14 +32,7 @@ impl<T: Tree> Tree for Recorded<T> {
 /// The truth, from one sequential search: totals and sorted records.
 fn sequential<T: Tree>(tree: &T) -> (u64, u64, u32, Vec<String>) {
     let mut out = String::new();
-    let s = search(
-        tree,
-        tree.root(),
-        0,
-        Limits::UNLIMITED,
-        &mut out,
-        &mut |_, _| unreachable!(),
-    );
+    let s = search(tree, tree.root(), 0, Limits::UNLIMITED, &mut out, &mut |_, _| unreachable!());
     let mut records: Vec<String> = out.lines().map(str::to_string).collect();
     records.sort();
     (s.visited, s.leaves, s.max_depth, records)
@@ -53,24 +44,35 @@ struct FakeWorker {
     batch: ReportBatch,
 }
 
+/// What a checkpoint holds, as far as the scheduler is concerned.
+struct Snapshot {
+    totals: Totals,
+    budget: BudgetState,
+    jobs: Vec<Pending>,
+}
+
 struct Sim {
     searcher: TreeSearcher<Recorded<Gw>>,
+    config: SchedulerConfig,
     scheduler: Scheduler,
     workers: BTreeMap<u64, FakeWorker>,
     next_worker: u64,
     output: Vec<u8>,
+    snapshot: Option<Snapshot>,
 }
 
 impl Sim {
     fn new(tree: Gw, config: SchedulerConfig, workers: usize) -> Sim {
         let searcher = TreeSearcher::new(Recorded(tree));
-        let scheduler = Scheduler::new(config, searcher.root().unwrap());
+        let scheduler = Scheduler::new(config.clone(), searcher.root().unwrap());
         let mut sim = Sim {
             searcher,
+            config,
             scheduler,
             workers: BTreeMap::new(),
             next_worker: 0,
             output: Vec::new(),
+            snapshot: None,
         };
         for _ in 0..workers {
             sim.join();
@@ -82,14 +84,7 @@ impl Sim {
         let id = self.next_worker;
         self.next_worker += 1;
         let runner = self.searcher.runner(RunnerSettings::default()).unwrap();
-        self.workers.insert(
-            id,
-            FakeWorker {
-                runner,
-                queue: VecDeque::new(),
-                batch: ReportBatch::default(),
-            },
-        );
+        self.workers.insert(id, FakeWorker { runner, queue: VecDeque::new(), batch: ReportBatch::default() });
         self.scheduler.add_worker(id, 1 + (id % 3) as u32);
         self.deliver();
     }
@@ -125,9 +120,7 @@ impl Sim {
             return;
         }
         let batch = std::mem::take(&mut w.batch);
-        self.scheduler
-            .handle_message(id, FromWorker::Reports(batch))
-            .unwrap();
+        self.scheduler.handle_message(id, FromWorker::Reports(batch)).unwrap();
         self.deliver();
     }
 
@@ -135,6 +128,27 @@ impl Sim {
         if self.workers.remove(&id).is_some() {
             self.scheduler.handle_disconnect(id);
             self.deliver();
+        }
+    }
+
+    /// Saves the scheduler's state, as the driver does for a checkpoint.
+    fn checkpoint(&mut self) {
+        let s = &self.scheduler;
+        self.snapshot =
+            Some(Snapshot { totals: s.totals().clone(), budget: s.budget().state().clone(), jobs: s.pending_jobs() });
+    }
+
+    /// The master dies with all its workers; a new one carries on from the last checkpoint, with
+    /// the output cut back to the checkpoint's committed length.
+    fn crash_and_resume(&mut self) {
+        let Some(snap) = &self.snapshot else { return };
+        let workers = self.workers.len().max(1);
+        self.workers.clear();
+        self.output.truncate(snap.totals.output_bytes as usize);
+        self.scheduler =
+            Scheduler::resume(self.config.clone(), snap.totals.clone(), Some(snap.budget.clone()), snap.jobs.clone());
+        for _ in 0..workers {
+            self.join();
         }
     }
 
@@ -162,11 +176,7 @@ impl Sim {
     }
 
     fn records(&self) -> Vec<String> {
-        let mut r: Vec<String> = String::from_utf8(self.output.clone())
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect();
+        let mut r: Vec<String> = String::from_utf8(self.output.clone()).unwrap().lines().map(str::to_string).collect();
         r.sort();
         r
     }
@@ -182,22 +192,20 @@ fn config_strategy() -> impl Strategy<Value = SchedulerConfig> {
         proptest::option::of(0u32..3),
         2u64..20,
     )
-        .prop_map(
-            |(initial, fixed, order, maxd, lmax, initial_depth, scale)| SchedulerConfig {
-                order,
-                budget: BudgetConfig {
-                    initial,
-                    fixed,
-                    scale,
-                    lmax,
-                    maxd,
-                    initial_depth,
-                    target_job_ns: 20_000,
-                    ..BudgetConfig::default()
-                },
-                ..SchedulerConfig::default()
+        .prop_map(|(initial, fixed, order, maxd, lmax, initial_depth, scale)| SchedulerConfig {
+            order,
+            budget: BudgetConfig {
+                initial,
+                fixed,
+                scale,
+                lmax,
+                maxd,
+                initial_depth,
+                target_job_ns: 20_000,
+                ..BudgetConfig::default()
             },
-        )
+            ..SchedulerConfig::default()
+        })
 }
 
 /// Seeds of gw trees (Δ = 3) with a few hundred to a few thousand nodes.
@@ -214,14 +222,15 @@ fn gw(seed_index: usize) -> Gw {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-    /// Workers run, report, die and join in any order: the totals are exact and every node's
-    /// record is committed exactly once.
+    /// Workers run, report, die and join in any order, checkpoints are taken at any moment and the
+    /// master crashes and resumes from the last one: the totals are exact and every node's record is
+    /// committed exactly once.
     #[test]
     fn every_node_counted_once_whatever_the_schedule(
         tree in 0usize..6,
         config in config_strategy(),
         workers in 1usize..4,
-        actions in proptest::collection::vec((0u8..10, any::<usize>()), 0..400),
+        actions in proptest::collection::vec((0u8..12, any::<usize>()), 0..400),
     ) {
         let (nodes, leaves, depth, records) = sequential(&Recorded(gw(tree)));
         let mut sim = Sim::new(gw(tree), config, workers);
@@ -231,7 +240,9 @@ proptest! {
                 0..=5 => sim.run_one(id),
                 6..=7 => sim.flush(id),
                 8 => sim.kill(id),
-                _ => sim.join(),
+                9 => sim.join(),
+                10 => sim.checkpoint(),
+                _ => sim.crash_and_resume(),
             }
             if sim.scheduler.outcome().is_some() {
                 break;
@@ -293,11 +304,7 @@ fn queens_solutions_are_committed_once_each_through_the_scheduler() {
     let searcher = TreeSearcher::new(Queens::new(8));
     let mut scheduler = Scheduler::new(
         SchedulerConfig {
-            budget: BudgetConfig {
-                initial: 3,
-                fixed: true,
-                ..Default::default()
-            },
+            budget: BudgetConfig { initial: 3, fixed: true, ..Default::default() },
             ..Default::default()
         },
         searcher.root().unwrap(),
@@ -314,9 +321,7 @@ fn queens_solutions_are_committed_once_each_through_the_scheduler() {
                 }
             }
         }
-        scheduler
-            .handle_message(0, FromWorker::Reports(batch))
-            .unwrap();
+        scheduler.handle_message(0, FromWorker::Reports(batch)).unwrap();
         output.extend_from_slice(scheduler.output());
         scheduler.clear_output();
     }

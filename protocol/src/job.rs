@@ -22,11 +22,7 @@ impl Budget {
 
 impl fmt::Display for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_unlimited() {
-            f.write_str("inf")
-        } else {
-            write!(f, "{}", self.0)
-        }
+        if self.is_unlimited() { f.write_str("inf") } else { write!(f, "{}", self.0) }
     }
 }
 
@@ -97,9 +93,7 @@ impl ReportBatch {
         let mut output: u64 = 0;
         for r in &self.reports {
             returned += u64::from(r.returned);
-            output = output
-                .checked_add(r.output_bytes)
-                .ok_or(BatchError("output length overflows"))?;
+            output = output.checked_add(r.output_bytes).ok_or(BatchError("output length overflows"))?;
         }
         if returned != self.returned.len() as u64 {
             return Err(BatchError("returned nodes do not match the reports"));

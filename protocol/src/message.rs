@@ -39,17 +39,11 @@ pub struct TreeSpec {
 
 impl TreeSpec {
     pub fn new(name: impl Into<String>, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        Self {
-            name: name.into(),
-            args: args.into_iter().map(Into::into).collect(),
-        }
+        Self { name: name.into(), args: args.into_iter().map(Into::into).collect() }
     }
 
     /// The tree as a user would type it: `uts --preset T1`.
     pub fn command_line(&self) -> String {
-        std::iter::once(self.name.as_str())
-            .chain(self.args.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join(" ")
+        std::iter::once(self.name.as_str()).chain(self.args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ")
     }
 }

@@ -35,11 +35,7 @@ impl NodeBytes {
 
     /// Heap bytes owned beyond the inline buffer (for memory accounting).
     pub fn heap_bytes(&self) -> usize {
-        if self.0.spilled() {
-            self.0.capacity()
-        } else {
-            0
-        }
+        if self.0.spilled() { self.0.capacity() } else { 0 }
     }
 }
 
@@ -95,14 +91,7 @@ mod tests {
 
     #[test]
     fn node_bytes_round_trip_through_postcard_inline_and_spilled() {
-        for len in [
-            0usize,
-            1,
-            20,
-            INLINE_NODE_BYTES,
-            INLINE_NODE_BYTES + 1,
-            1000,
-        ] {
+        for len in [0usize, 1, 20, INLINE_NODE_BYTES, INLINE_NODE_BYTES + 1, 1000] {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
             let node = NodeBytes::from_slice(&bytes);
             let encoded = postcard::to_allocvec(&node).unwrap();

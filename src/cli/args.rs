@@ -5,11 +5,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "bts",
-    version,
-    about = "Budgeted tree search: enumerate huge implicit trees in parallel"
-)]
+#[command(name = "bts", version, about = "Budgeted tree search: enumerate huge implicit trees in parallel")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -23,6 +19,18 @@ pub enum Command {
         /// Run options, the tree's name and the tree's options (run options may follow the tree's).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// Carry on a run from its checkpoint: bts resume <CHECKPOINT> [RUN-OPTIONS]
+    #[command(disable_help_flag = true)]
+    Resume {
+        /// The checkpoint, then run options that change the stored ones.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Print what a checkpoint holds, as JSON.
+    Inspect {
+        /// The checkpoint file.
+        checkpoint: PathBuf,
     },
     /// List the built-in trees.
     Trees,
@@ -79,9 +87,9 @@ pub struct WorkerArgs {
     /// Local worker threads [default: the number of cores]
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
-    /// Scheduling mode
-    #[arg(long, value_enum, default_value = "budget")]
-    pub mode: Mode,
+    /// Scheduling mode [default: budget]
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
 }
 
 #[derive(Debug, Args)]
@@ -93,12 +101,12 @@ pub struct BudgetArgs {
     /// Never change b and never impose a depth limit
     #[arg(long)]
     pub fixed_budget: bool,
-    /// Factor of the lmin/lmax rules
-    #[arg(long, value_name = "S", default_value_t = 100, value_parser = clap::value_parser!(u64).range(2..))]
-    pub scale: u64,
-    /// While |L| < lmin*P, jobs get the depth limit --maxd, or b/scale without one
-    #[arg(long, value_name = "L", default_value_t = 1.0, value_parser = parse_nonnegative)]
-    pub lmin: f64,
+    /// Factor of the lmin/lmax rules [default: 100]
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(2..))]
+    pub scale: Option<u64>,
+    /// While |L| < lmin*P, jobs get the depth limit --maxd, or b/scale without one [default: 1]
+    #[arg(long, value_name = "L", value_parser = parse_nonnegative)]
+    pub lmin: Option<f64>,
     /// While |L| > lmax*P, jobs get b*scale [default: off]
     #[arg(long, value_name = "L", value_parser = parse_nonnegative)]
     pub lmax: Option<f64>,
@@ -108,9 +116,9 @@ pub struct BudgetArgs {
     /// Depth limit of the first job, to seed the job list
     #[arg(long, value_name = "D")]
     pub initial_depth: Option<u32>,
-    /// Which job to hand out next
-    #[arg(long, value_enum, default_value = "lifo")]
-    pub order: OrderArg,
+    /// Which job to hand out next [default: lifo]
+    #[arg(long, value_enum)]
+    pub order: Option<OrderArg>,
 }
 
 #[derive(Debug, Args)]
@@ -131,8 +139,18 @@ pub struct OutputArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(next_help_heading = "Stopping")]
+#[command(next_help_heading = "Stopping and checkpoints")]
 pub struct StopArgs {
+    /// Save the run to FILE when it stops (and every --checkpoint-every seconds); resume it with
+    /// bts resume FILE
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<PathBuf>,
+    /// Save the run every SECS seconds without stopping it (needs --checkpoint)
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub checkpoint_every: Option<f64>,
+    /// Stop when file F appears (exit status 3)
+    #[arg(long, value_name = "F")]
+    pub stop_file: Option<PathBuf>,
     /// Stop after visiting N nodes (exit status 3)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub node_limit: Option<u64>,

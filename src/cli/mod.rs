@@ -2,6 +2,7 @@
 //! 0 complete, 1 failure, 2 bad usage or input, 3 stopped early.
 
 mod args;
+mod inspect;
 mod run;
 mod split;
 
@@ -30,17 +31,11 @@ pub struct CliError {
 
 impl CliError {
     pub fn usage(message: impl fmt::Display) -> Self {
-        Self {
-            exit: Exit::Usage,
-            message: message.to_string(),
-        }
+        Self { exit: Exit::Usage, message: message.to_string() }
     }
 
     pub fn failure(message: impl fmt::Display) -> Self {
-        Self {
-            exit: Exit::Failure,
-            message: message.to_string(),
-        }
+        Self { exit: Exit::Failure, message: message.to_string() }
     }
 }
 
@@ -67,16 +62,15 @@ pub fn run(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Exi
     }
 }
 
-fn run_cli(
-    registry: &Registry,
-    args: impl IntoIterator<Item = OsString>,
-) -> Result<Exit, CliError> {
+fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Result<Exit, CliError> {
     let cli = match args::Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => return print_clap(e),
     };
     match cli.command {
         args::Command::Run { args } => run::run(registry, &args),
+        args::Command::Resume { args } => run::resume(registry, &args),
+        args::Command::Inspect { checkpoint } => inspect::inspect(&checkpoint),
         args::Command::Trees => {
             print!("{}", registry.describe());
             Ok(Exit::Complete)
@@ -96,9 +90,6 @@ pub(crate) fn print_clap(e: clap::Error) -> Result<Exit, CliError> {
             let _ = e.print();
             Ok(Exit::Usage)
         }
-        _ => Err(CliError::usage(format!(
-            "{} (see --help)",
-            crate::registry::one_line(&e)
-        ))),
+        _ => Err(CliError::usage(format!("{} (see --help)", crate::registry::one_line(&e)))),
     }
 }

@@ -1,36 +1,26 @@
-//! `bts run`: from arguments to a finished run, its summary and its exit status.
+//! `bts run` and `bts resume`: from arguments to a finished run, its summary and its exit status.
 
 use super::args::{Mode, OrderArg, RunArgs};
 use super::split::split;
 use super::{CliError, Exit, print_clap};
 use crate::registry::BuildError;
 use crate::{Registry, Run, RunOptions};
-use bts_master::{BudgetConfig, Order, Outcome, SchedulerConfig, StopReason};
+use bts_checkpoints::Checkpoint;
+use bts_master::{BudgetConfig, Order, Outcome, Output, Plain, SchedulerConfig, StopReason};
 use bts_protocol::TreeSpec;
-use clap::CommandFactory;
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use clap::{CommandFactory, FromArgMatches};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// `bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]`
 pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let parts = split(raw, &RunArgs::command());
-    let trees_help = format!(
-        "Trees (bts run <TREE> --help for their options):\n{}",
-        registry.describe()
-    );
-    let args = match RunArgs::command()
-        .after_help(trees_help)
-        .try_get_matches_from(&parts.run)
-    {
-        Ok(matches) => match <RunArgs as clap::FromArgMatches>::from_arg_matches(&matches) {
-            Ok(a) => a,
-            Err(e) => return print_clap(e),
-        },
-        Err(e) => return print_clap(e),
+    let args = match parse(&parts.run, registry)? {
+        Parsed::Args(a) => a,
+        Parsed::Exit(e) => return Ok(e),
     };
-    crate::logging::init(args.verbose, args.quiet);
-
     let Some(tree_name) = parts.tree else {
         return Err(CliError::usage(format!(
             "no tree given: bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]; trees: {}",
@@ -46,17 +36,83 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         }
         Err(e) => return Err(CliError::usage(e)),
     };
-    let options = run_options(&args)?;
+    if args.stopping.checkpoint_every.is_some() && args.stopping.checkpoint.is_none() {
+        return Err(CliError::usage("--checkpoint-every needs --checkpoint FILE"));
+    }
+    let mut options = run_options(&args, None)?;
+    let (output, output_path) = open_output(&args)?;
+    if options.checkpoint.is_some() && output_path.is_none() && !options.count_only {
+        tracing::warn!(
+            "output records go to stdout: after a crash, records written since the last checkpoint \
+             would be written again; use --output FILE for exactly-once output"
+        );
+    }
+    options.output_path = output_path;
+    execute(&args, Run::with_searcher(spec, searcher).options(options), output)
+}
 
-    let mut output = open_output(&args)?;
+/// `bts resume <CHECKPOINT> [RUN-OPTIONS]`
+pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
+    // Everything but the checkpoint's path is a run option.
+    let mut parts = split(raw, &RunArgs::command());
+    parts.run.append(&mut parts.tree_args);
+    let args = match parse(&parts.run, registry)? {
+        Parsed::Args(a) => a,
+        Parsed::Exit(e) => return Ok(e),
+    };
+    let Some(path) = parts.tree.map(PathBuf::from) else {
+        return Err(CliError::usage("no checkpoint given: bts resume <CHECKPOINT> [RUN-OPTIONS]"));
+    };
+    let mut checkpoint = bts_checkpoints::load(&path)
+        .map_err(|e| CliError::usage(format!("cannot resume from {}: {e}", path.display())))?;
+    let searcher = registry.build(&checkpoint.tree).map_err(|e| {
+        CliError::usage(format!(
+            "cannot resume from {}: its tree '{}': {e}",
+            path.display(),
+            checkpoint.tree.command_line()
+        ))
+    })?;
+    let mut options = run_options(&args, Some(&checkpoint))?;
+    if options.checkpoint.is_none() {
+        options.checkpoint = Some(path);
+    }
+    if let Some(b) = args.budget.budget {
+        checkpoint.budget.base = b;
+    }
+    let (output, output_path) = reopen_output(&args, &checkpoint)?;
+    options.output_path = output_path;
+    execute(&args, Run::resume(checkpoint, searcher).options(options), output)
+}
+
+enum Parsed {
+    Args(Box<RunArgs>),
+    Exit(Exit),
+}
+
+fn parse(run_options: &[String], registry: &Registry) -> Result<Parsed, CliError> {
+    let trees_help = format!("Trees (bts run <TREE> --help for their options):\n{}", registry.describe());
+    let matches = RunArgs::command().after_help(trees_help).try_get_matches_from(run_options);
+    let args = matches.and_then(|m| RunArgs::from_arg_matches(&m));
+    match args {
+        Ok(a) => {
+            crate::logging::init(a.verbose, a.quiet);
+            Ok(Parsed::Args(Box::new(a)))
+        }
+        Err(e) => print_clap(e).map(Parsed::Exit),
+    }
+}
+
+/// Runs, then reports: summary, JSON, how to resume, exit status.
+fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit, CliError> {
     let mut summary_file = match &args.output.summary_json {
         Some(p) if p.as_os_str() != "-" => Some(create(p, "summary")?),
         _ => None,
     };
-
-    let run = Run::with_searcher(&spec.command_line(), searcher).options(options);
     crate::signals::forward(run.stopper());
-    let finished = run.run(&mut output).map_err(CliError::failure)?;
+    let finished = run.run_to(&mut *output).map_err(|e| match e {
+        crate::RunError::Checkpoint { .. } => CliError::usage(e),
+        e => CliError::failure(e),
+    })?;
     drop(output);
 
     let summary = &finished.summary;
@@ -67,69 +123,79 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             Some(f) => f.write_all(json.as_bytes()).and_then(|_| f.flush()),
             None => io::stdout().lock().write_all(json.as_bytes()),
         };
-        written.map_err(|e| {
-            CliError::failure(format!(
-                "cannot write the summary to {}: {e}",
-                path.display()
-            ))
-        })?;
+        written.map_err(|e| CliError::failure(format!("cannot write the summary to {}: {e}", path.display())))?;
     }
+    let resume_hint = || match &finished.checkpoint {
+        Some(p) => format!("checkpoint written to {0}; resume with: bts resume {0}", p.display()),
+        None => format!("{} jobs were left (give --checkpoint FILE to keep them)", summary.queued),
+    };
     match &finished.outcome {
         Outcome::Complete => Ok(Exit::Complete),
-        Outcome::Stopped(StopReason::NoWorkers) => Err(CliError::failure("every worker was lost")),
+        Outcome::Stopped(StopReason::NoWorkers) => {
+            Err(CliError::failure(format!("every worker was lost; {}", resume_hint())))
+        }
         Outcome::Stopped(_) => {
-            eprintln!(
-                "bts: stopped early ({}); {} jobs were left",
-                summary.outcome, summary.queued
-            );
+            eprintln!("bts: stopped early ({}); {}", summary.outcome, resume_hint());
             Ok(Exit::Stopped)
         }
-        Outcome::Failed(f) => Err(CliError::failure(format!(
-            "a job failed at node {}: {}",
-            f.node, f.message
-        ))),
+        Outcome::Failed(f) => {
+            Err(CliError::failure(format!("a job failed at node {}: {}\nbts: {}", f.node, f.message, resume_hint())))
+        }
     }
 }
 
-/// Checks the options together and turns them into the run's configuration.
-fn run_options(args: &RunArgs) -> Result<RunOptions, CliError> {
-    if args.workers.mode == Mode::Polling {
-        return Err(CliError::usage(
-            "--mode polling is not available yet; use --mode budget",
-        ));
+/// Checks the options together and turns them into the run's configuration; when resuming, options
+/// not given keep the checkpoint's values.
+fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptions, CliError> {
+    if args.workers.mode == Some(Mode::Polling) {
+        return Err(CliError::usage("--mode polling is not available yet; use --mode budget"));
     }
     let workers = match args.workers.workers {
-        Some(0) => {
-            return Err(CliError::usage(
-                "--workers 0 means remote workers only, which needs --listen",
-            ));
-        }
+        Some(0) => return Err(CliError::usage("--workers 0 means remote workers only, which needs --listen")),
         Some(n) => n,
         None => RunOptions::default().workers,
     };
+    let stored = resuming.map(|c| &c.options);
+    let base = stored.map_or_else(BudgetConfig::default, |s| s.budget.clone());
     let b = &args.budget;
-    if let (Some(lmax), lmin) = (b.lmax, b.lmin)
-        && lmax < lmin
-    {
-        return Err(CliError::usage(format!(
-            "--lmax ({lmax}) must not be below --lmin ({lmin})"
-        )));
-    }
-    let defaults = BudgetConfig::default();
     let budget = BudgetConfig {
-        initial: b.budget.unwrap_or(defaults.initial),
-        fixed: b.fixed_budget,
-        scale: b.scale,
-        lmin: b.lmin,
-        lmax: b.lmax,
-        maxd: b.maxd,
-        initial_depth: b.initial_depth,
-        ..defaults
+        initial: b.budget.unwrap_or(base.initial),
+        fixed: b.fixed_budget || base.fixed,
+        scale: b.scale.unwrap_or(base.scale),
+        lmin: b.lmin.unwrap_or(base.lmin),
+        lmax: b.lmax.or(base.lmax),
+        maxd: b.maxd.or(base.maxd),
+        initial_depth: b.initial_depth.or(base.initial_depth),
+        target_job_ns: base.target_job_ns,
     };
+    if let Some(lmax) = budget.lmax
+        && lmax < budget.lmin
+    {
+        return Err(CliError::usage(format!("--lmax ({lmax}) must not be below --lmin ({})", budget.lmin)));
+    }
     let order = match b.order {
-        OrderArg::Lifo => Order::Lifo,
-        OrderArg::Fifo => Order::Fifo,
+        Some(OrderArg::Lifo) => Order::Lifo,
+        Some(OrderArg::Fifo) => Order::Fifo,
+        None => stored.map_or(Order::Lifo, |s| s.order),
     };
+    if let Some(f) = &args.stopping.stop_file
+        && f.exists()
+    {
+        return Err(CliError::usage(format!("the stop file {} exists already; remove it first", f.display())));
+    }
+    let count_only = args.output.count_only || stored.is_some_and(|s| s.count_only);
+    if let Some(s) = stored
+        && args.output.count_only != s.count_only
+        && (args.output.count_only || args.output.output.is_some())
+    {
+        return Err(CliError::usage(
+            "the checkpoint fixes whether output records are written (--count-only); --output may only \
+             name the same output file at a new place",
+        ));
+    }
+    let checkpoint =
+        args.stopping.checkpoint.clone().map(absolute).or_else(|| stored.and_then(|s| s.checkpoint.clone()));
+    let every = args.stopping.checkpoint_every.or_else(|| stored.and_then(|s| s.checkpoint_every));
     Ok(RunOptions {
         workers,
         scheduler: SchedulerConfig {
@@ -139,23 +205,79 @@ fn run_options(args: &RunArgs) -> Result<RunOptions, CliError> {
             ..SchedulerConfig::default()
         },
         time_limit: args.stopping.time_limit.map(Duration::from_secs_f64),
-        count_only: args.output.count_only,
+        stop_file: args.stopping.stop_file.clone(),
+        count_only,
+        checkpoint,
+        checkpoint_every: every.map(Duration::from_secs_f64),
+        output_path: None,
     })
+}
+
+/// An output file, synced to disk before every checkpoint.
+struct FileOutput(BufWriter<File>);
+
+impl Write for FileOutput {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl Output for FileOutput {
+    fn sync(&mut self) -> io::Result<()> {
+        self.0.flush()?;
+        self.0.get_ref().sync_data()
+    }
+}
+
+fn absolute(path: PathBuf) -> PathBuf {
+    std::path::absolute(&path).unwrap_or(path)
 }
 
 fn create(path: &Path, what: &str) -> Result<File, CliError> {
-    File::create(path).map_err(|e| {
-        CliError::usage(format!(
-            "cannot write the {what} file {}: {e}",
-            path.display()
-        ))
+    File::create(path).map_err(|e| CliError::usage(format!("cannot write the {what} file {}: {e}", path.display())))
+}
+
+/// The output of a new run, and its path for checkpoints.
+fn open_output(args: &RunArgs) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
+    Ok(match &args.output.output {
+        _ if args.output.count_only => (Box::new(Plain(io::sink())), None),
+        Some(path) => {
+            let file = create(path, "output")?;
+            (Box::new(FileOutput(BufWriter::with_capacity(1 << 16, file))), Some(absolute(path.clone())))
+        }
+        None => (Box::new(Plain(BufWriter::with_capacity(1 << 16, io::stdout()))), None),
     })
 }
 
-fn open_output(args: &RunArgs) -> Result<Box<dyn Write>, CliError> {
-    Ok(match &args.output.output {
-        _ if args.output.count_only => Box::new(io::sink()),
-        Some(path) => Box::new(BufWriter::with_capacity(1 << 16, create(path, "output")?)),
-        None => Box::new(BufWriter::with_capacity(1 << 16, io::stdout())),
-    })
+/// The output of a resumed run: the checkpoint's output file, cut back to its committed length.
+fn reopen_output(args: &RunArgs, checkpoint: &Checkpoint) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
+    if checkpoint.options.count_only {
+        return Ok((Box::new(Plain(io::sink())), None));
+    }
+    let Some(path) = args.output.output.clone().or_else(|| checkpoint.options.output.clone()) else {
+        return Ok((Box::new(Plain(BufWriter::with_capacity(1 << 16, io::stdout()))), None));
+    };
+    let committed = checkpoint.output_len;
+    let open = || -> io::Result<(File, u64)> {
+        let file = OpenOptions::new().write(true).open(&path)?;
+        let len = file.metadata()?.len();
+        Ok((file, len))
+    };
+    let (mut file, len) =
+        open().map_err(|e| CliError::usage(format!("cannot reopen the output file {}: {e}", path.display())))?;
+    if len < committed {
+        return Err(CliError::usage(format!(
+            "the output file {} holds {len} bytes but the checkpoint committed {committed}: it is not this run's output",
+            path.display()
+        )));
+    }
+    let cut = file.set_len(committed).and_then(|_| file.seek(SeekFrom::End(0)));
+    cut.map_err(|e| CliError::failure(format!("cannot cut the output file {} back: {e}", path.display())))?;
+    if len > committed {
+        tracing::info!("cut {} uncommitted bytes from {}", len - committed, path.display());
+    }
+    Ok((Box::new(FileOutput(BufWriter::with_capacity(1 << 16, file))), Some(absolute(path))))
 }

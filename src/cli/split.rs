@@ -74,8 +74,7 @@ pub fn split(args: &[String], command: &Command) -> Split {
         } else if token.len() > 1 && token.starts_with('-') {
             out.run.push(token.clone());
             let last = token.chars().last().unwrap_or('-');
-            if table.short.get(&last) == Some(&true) && !token[1..].contains('=') && i < args.len()
-            {
+            if table.short.get(&last) == Some(&true) && !token[1..].contains('=') && i < args.len() {
                 out.run.push(args[i].clone());
                 i += 1;
             }
@@ -124,36 +123,15 @@ mod tests {
 
     #[test]
     fn run_options_before_the_tree_with_their_values() {
-        let got = s(&[
-            "--workers",
-            "2",
-            "--fixed-budget",
-            "--budget=5",
-            "-v",
-            "uts",
-            "-t",
-            "1",
-        ]);
-        assert_eq!(
-            got.run,
-            v(&["--workers", "2", "--fixed-budget", "--budget=5", "-v"])
-        );
+        let got = s(&["--workers", "2", "--fixed-budget", "--budget=5", "-v", "uts", "-t", "1"]);
+        assert_eq!(got.run, v(&["--workers", "2", "--fixed-budget", "--budget=5", "-v"]));
         assert_eq!(got.tree.as_deref(), Some("uts"));
         assert_eq!(got.tree_args, v(&["-t", "1"]));
     }
 
     #[test]
     fn run_options_may_follow_the_tree_options() {
-        let got = s(&[
-            "uts",
-            "--preset",
-            "T1",
-            "--workers",
-            "2",
-            "-q",
-            "0.2",
-            "--count-only",
-        ]);
+        let got = s(&["uts", "--preset", "T1", "--workers", "2", "-q", "0.2", "--count-only"]);
         assert_eq!(got.run, v(&["--workers", "2", "--count-only"]));
         assert_eq!(got.tree_args, v(&["--preset", "T1", "-q", "0.2"]));
     }
@@ -162,10 +140,7 @@ mod tests {
     fn everything_after_double_dash_belongs_to_the_tree() {
         let got = s(&["exec", "--persistent", "--", "prog", "--workers", "3"]);
         assert_eq!(got.run, Vec::<String>::new());
-        assert_eq!(
-            got.tree_args,
-            v(&["--persistent", "--", "prog", "--workers", "3"])
-        );
+        assert_eq!(got.tree_args, v(&["--persistent", "--", "prog", "--workers", "3"]));
     }
 
     #[test]

@@ -21,11 +21,7 @@ pub fn mix(mut z: u64) -> u64 {
 
 /// Options of `bts run gw`.
 #[derive(Clone, Debug, Parser)]
-#[command(
-    name = "gw",
-    no_binary_name = true,
-    about = "A critical Galton-Watson tree (Avis & Devroye, Section 6)"
-)]
+#[command(name = "gw", no_binary_name = true, about = "A critical Galton-Watson tree (Avis & Devroye, Section 6)")]
 pub struct GwArgs {
     /// Maximum number of children Δ (at least 2).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..=1_000_000))]
@@ -87,16 +83,11 @@ impl Gw {
 
     pub fn num_children(&self, node: GwNode) -> u32 {
         let u = (mix(node.0 ^ 0xD1B5_4A32_D192_ED03) >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
-        self.cdf
-            .iter()
-            .position(|&f| u < f)
-            .unwrap_or(self.cdf.len() - 1) as u32
+        self.cdf.iter().position(|&f| u < f).unwrap_or(self.cdf.len() - 1) as u32
     }
 
     pub fn child(node: GwNode, j: u32) -> GwNode {
-        GwNode(mix(node
-            .0
-            .wrapping_add(u64::from(j + 1).wrapping_mul(GOLDEN))))
+        GwNode(mix(node.0.wrapping_add(u64::from(j + 1).wrapping_mul(GOLDEN))))
     }
 }
 
@@ -128,11 +119,7 @@ impl Tree for Gw {
     }
 
     fn children(&self, node: &GwNode, _depth: u32) -> GwChildren {
-        GwChildren {
-            parent: *node,
-            next: 0,
-            count: self.num_children(*node),
-        }
+        GwChildren { parent: *node, next: 0, count: self.num_children(*node) }
     }
 }
 
@@ -145,11 +132,7 @@ mod tests {
         // SplitMix64 seeded with 1234567 yields these (Vigna's splitmix64.c); the generator's n-th
         // output is mix(seed + (n - 1) * golden).
         let seed = 1234567u64;
-        let expected = [
-            6457827717110365317u64,
-            3203168211198807973,
-            9817491932198370423,
-        ];
+        let expected = [6457827717110365317u64, 3203168211198807973, 9817491932198370423];
         for (n, e) in expected.iter().enumerate() {
             assert_eq!(mix(seed.wrapping_add((n as u64).wrapping_mul(GOLDEN))), *e);
         }

@@ -61,10 +61,7 @@ impl<'de> Deserialize<'de> for Board {
         if bytes.len() > MAX_N || bytes.iter().any(|&c| c as usize >= MAX_N) {
             return Err(de::Error::custom("not a queens board"));
         }
-        let mut board = Board {
-            len: bytes.len() as u8,
-            cols: [0; MAX_N],
-        };
+        let mut board = Board { len: bytes.len() as u8, cols: [0; MAX_N] };
         board.cols[..bytes.len()].copy_from_slice(bytes);
         Ok(board)
     }
@@ -109,19 +106,13 @@ impl Tree for Queens {
     type Children<'a> = QueensChildren;
 
     fn root(&self) -> Board {
-        Board {
-            len: 0,
-            cols: [0; MAX_N],
-        }
+        Board { len: 0, cols: [0; MAX_N] }
     }
 
     fn children(&self, node: &Board, _depth: u32) -> QueensChildren {
         let row = node.len as usize;
         if row >= self.n {
-            return QueensChildren {
-                parent: *node,
-                free: 0,
-            };
+            return QueensChildren { parent: *node, free: 0 };
         }
         // Squares of row `row` attacked by the queen of row r: same column, and the two diagonals.
         let mut attacked = 0u64;
@@ -132,10 +123,7 @@ impl Tree for Queens {
             attacked |= (1u64 << c) >> dist;
         }
         let all = (1u64 << self.n) - 1;
-        QueensChildren {
-            parent: *node,
-            free: !attacked & all,
-        }
+        QueensChildren { parent: *node, free: !attacked & all }
     }
 
     fn output(&self, node: &Board, _depth: u32, out: &mut String) -> bool {

@@ -93,14 +93,7 @@ impl Preset {
         use Shape::*;
         use UtsType::*;
         let d = UtsParams::default();
-        let geo = |shape, gen_mx, b0, root_id| UtsParams {
-            tree_type: Geometric,
-            shape,
-            gen_mx,
-            b0,
-            root_id,
-            ..d
-        };
+        let geo = |shape, gen_mx, b0, root_id| UtsParams { tree_type: Geometric, shape, gen_mx, b0, root_id, ..d };
         let bin = |q, m, root_id| UtsParams {
             tree_type: Binomial,
             b0: 2000.0,
@@ -180,12 +173,7 @@ impl UtsArgs {
     pub fn params(&self) -> Result<UtsParams, String> {
         let mut p = self.preset.map_or_else(UtsParams::default, Preset::params);
         if let Some(t) = self.tree_type {
-            p.tree_type = [
-                UtsType::Binomial,
-                UtsType::Geometric,
-                UtsType::Hybrid,
-                UtsType::Balanced,
-            ][t as usize];
+            p.tree_type = [UtsType::Binomial, UtsType::Geometric, UtsType::Hybrid, UtsType::Balanced][t as usize];
         }
         if let Some(a) = self.shape {
             p.shape = [Shape::Linear, Shape::ExpDec, Shape::Cyclic, Shape::Fixed][a as usize];
@@ -208,16 +196,10 @@ impl UtsParams {
             return Err(format!("uts: -d must be at least 1, got {}", self.gen_mx));
         }
         if !(self.b0.is_finite() && self.b0 >= 0.0) {
-            return Err(format!(
-                "uts: -b must be a finite number >= 0, got {}",
-                self.b0
-            ));
+            return Err(format!("uts: -b must be a finite number >= 0, got {}", self.b0));
         }
         if !(0.0..=1.0).contains(&self.non_leaf_prob) {
-            return Err(format!(
-                "uts: -q must lie in [0, 1], got {}",
-                self.non_leaf_prob
-            ));
+            return Err(format!("uts: -q must lie in [0, 1], got {}", self.non_leaf_prob));
         }
         if self.non_leaf_bf < 0 {
             return Err(format!("uts: -m must be >= 0, got {}", self.non_leaf_bf));
@@ -284,13 +266,8 @@ const GEO_TABLE_DEPTH: usize = 1 << 12;
 impl Uts {
     pub fn new(params: UtsParams) -> Result<Self, String> {
         params.validate()?;
-        let mut uts = Uts {
-            params,
-            geo_log: Vec::new(),
-        };
-        uts.geo_log = (0..GEO_TABLE_DEPTH as i32)
-            .map(|d| uts.geo_log_at(d))
-            .collect();
+        let mut uts = Uts { params, geo_log: Vec::new() };
+        uts.geo_log = (0..GEO_TABLE_DEPTH as i32).map(|d| uts.geo_log_at(d)).collect();
         Ok(uts)
     }
 
@@ -341,11 +318,7 @@ impl Uts {
 
     fn num_children_bin(&self, node: &UtsNode) -> i32 {
         let d = node.rand() as f64 / 2147483648.0;
-        if d < self.params.non_leaf_prob {
-            self.params.non_leaf_bf
-        } else {
-            0
-        }
+        if d < self.params.non_leaf_prob { self.params.non_leaf_bf } else { 0 }
     }
 
     /// The reference's `uts_numChildren`.
@@ -355,9 +328,7 @@ impl Uts {
             UtsType::Binomial if depth == 0 => p.b0.floor() as i32,
             UtsType::Binomial => self.num_children_bin(node),
             UtsType::Geometric => self.num_children_geo(node, depth),
-            UtsType::Hybrid if (depth as f64) < p.shift_depth * p.gen_mx as f64 => {
-                self.num_children_geo(node, depth)
-            }
+            UtsType::Hybrid if (depth as f64) < p.shift_depth * p.gen_mx as f64 => self.num_children_geo(node, depth),
             UtsType::Hybrid => self.num_children_bin(node),
             UtsType::Balanced if (depth as i64) < p.gen_mx as i64 => p.b0 as i32,
             UtsType::Balanced => 0,
@@ -419,12 +390,7 @@ impl Tree for Uts {
 
     #[inline]
     fn children<'a>(&'a self, node: &UtsNode, depth: u32) -> UtsChildren<'a> {
-        UtsChildren {
-            uts: self,
-            parent: *node,
-            next: 0,
-            count: self.num_children(node, depth),
-        }
+        UtsChildren { uts: self, parent: *node, next: 0, count: self.num_children(node, depth) }
     }
 }
 
@@ -446,24 +412,13 @@ mod tests {
     fn presets_parse_case_insensitively_and_options_override_them() {
         let args = UtsArgs::try_parse_from(["--preset", "t1", "-r", "5"]).unwrap();
         let p = args.params().unwrap();
-        assert_eq!(
-            (p.tree_type, p.shape, p.gen_mx, p.b0, p.root_id),
-            (UtsType::Geometric, Shape::Fixed, 10, 4.0, 5)
-        );
+        assert_eq!((p.tree_type, p.shape, p.gen_mx, p.b0, p.root_id), (UtsType::Geometric, Shape::Fixed, 10, 4.0, 5));
     }
 
     #[test]
     fn bad_parameters_are_refused_with_a_message() {
-        for args in [
-            &["-d", "0"][..],
-            &["-q", "1.5"],
-            &["-b", "-1"],
-            &["-t", "4"],
-            &["-g", "0"],
-        ] {
-            let result = UtsArgs::try_parse_from(args)
-                .map_err(|e| e.to_string())
-                .and_then(|a| a.params());
+        for args in [&["-d", "0"][..], &["-q", "1.5"], &["-b", "-1"], &["-t", "4"], &["-g", "0"]] {
+            let result = UtsArgs::try_parse_from(args).map_err(|e| e.to_string()).and_then(|a| a.params());
             assert!(result.is_err(), "{args:?} accepted");
         }
     }

@@ -6,14 +6,7 @@ use bts_worker::{Limits, Tree, search};
 /// Sequential count: (nodes, max depth, leaves, outputs).
 fn count<T: Tree>(tree: &T) -> (u64, u32, u64, u64) {
     let mut out = String::new();
-    let stats = search(
-        tree,
-        tree.root(),
-        0,
-        Limits::UNLIMITED,
-        &mut out,
-        &mut |_, _| unreachable!(),
-    );
+    let stats = search(tree, tree.root(), 0, Limits::UNLIMITED, &mut out, &mut |_, _| unreachable!());
     (stats.visited, stats.max_depth, stats.leaves, stats.outputs)
 }
 
@@ -80,10 +73,7 @@ fn gw_brute_force(delta: u64, seed: u64, cap: u64) -> Option<(u64, u32, u64)> {
             leaves += 1;
         }
         for j in 0..k {
-            pending.push((
-                splitmix_finaliser(s.wrapping_add((j + 1).wrapping_mul(0x9E3779B97F4A7C15))),
-                depth + 1,
-            ));
+            pending.push((splitmix_finaliser(s.wrapping_add((j + 1).wrapping_mul(0x9E3779B97F4A7C15))), depth + 1));
         }
     }
     Some((nodes, max_depth, leaves))
@@ -101,11 +91,7 @@ fn gw_matches_an_independent_brute_force_count() {
                 big += 1;
             }
             let (n, d, l, _) = count(&Gw::new(delta, seed));
-            assert_eq!(
-                (n, d, l),
-                (nodes, depth, leaves),
-                "delta {delta} seed {seed}"
-            );
+            assert_eq!((n, d, l), (nodes, depth, leaves), "delta {delta} seed {seed}");
         }
     }
     assert!(big >= 10, "too few sizeable trees ({big}) to mean anything");
@@ -129,10 +115,7 @@ fn queens_nodes(n: usize, placed: &mut Vec<usize>) -> u64 {
         return nodes;
     }
     for col in 0..n {
-        let safe = placed
-            .iter()
-            .enumerate()
-            .all(|(r, &c)| c != col && row - r != col.abs_diff(c));
+        let safe = placed.iter().enumerate().all(|(r, &c)| c != col && row - r != col.abs_diff(c));
         if safe {
             placed.push(col);
             nodes += queens_nodes(n, placed);
@@ -148,11 +131,7 @@ fn queens_counts_solutions_and_nodes() {
         let (nodes, depth, _, outputs) = count(&Queens::new(n));
         assert_eq!(outputs, QUEENS_SOLUTIONS[n - 1], "solutions of {n}-queens");
         if n <= 10 {
-            assert_eq!(
-                nodes,
-                queens_nodes(n, &mut Vec::new()),
-                "nodes of {n}-queens"
-            );
+            assert_eq!(nodes, queens_nodes(n, &mut Vec::new()), "nodes of {n}-queens");
         }
         assert!(depth as usize <= n);
     }
@@ -162,27 +141,14 @@ fn queens_counts_solutions_and_nodes() {
 fn queens_records_are_valid_boards_listed_once() {
     let queens = Queens::new(6);
     let mut out = String::new();
-    search(
-        &queens,
-        queens.root(),
-        0,
-        Limits::UNLIMITED,
-        &mut out,
-        &mut |_, _| unreachable!(),
-    );
-    let boards: Vec<Vec<usize>> = out
-        .lines()
-        .map(|l| l.split(' ').map(|c| c.parse().unwrap()).collect())
-        .collect();
+    search(&queens, queens.root(), 0, Limits::UNLIMITED, &mut out, &mut |_, _| unreachable!());
+    let boards: Vec<Vec<usize>> = out.lines().map(|l| l.split(' ').map(|c| c.parse().unwrap()).collect()).collect();
     assert_eq!(boards.len(), 4);
     for b in &boards {
         assert_eq!(b.len(), 6);
         for r in 0..6 {
             for s in 0..r {
-                assert!(
-                    b[r] != b[s] && r - s != b[r].abs_diff(b[s]),
-                    "{b:?} attacks"
-                );
+                assert!(b[r] != b[s] && r - s != b[r].abs_diff(b[s]), "{b:?} attacks");
             }
         }
     }

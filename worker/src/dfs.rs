@@ -12,10 +12,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub const UNLIMITED: Limits = Limits {
-        budget: u64::MAX,
-        max_depth: None,
-    };
+    pub const UNLIMITED: Limits = Limits { budget: u64::MAX, max_depth: None };
 }
 
 /// What a search visited.
@@ -51,10 +48,7 @@ pub fn search<T: Tree + ?Sized>(
 ) -> JobStats {
     let budget = limits.budget.max(1);
     let max_depth = limits.max_depth.unwrap_or(u32::MAX);
-    let mut stats = JobStats {
-        max_depth: start_depth,
-        ..JobStats::default()
-    };
+    let mut stats = JobStats { max_depth: start_depth, ..JobStats::default() };
     // stack[i] holds the untaken children of the node at depth start_depth + i.
     let mut stack: Vec<T::Children<'_>> = Vec::new();
     let mut node = start;
@@ -165,14 +159,7 @@ mod tests {
     ) -> (Vec<u32>, Vec<(u32, u32)>, JobStats) {
         let mut out = String::new();
         let mut back = Vec::new();
-        let stats = search(
-            tree,
-            start,
-            depth,
-            Limits { budget, max_depth },
-            &mut out,
-            &mut |n, d| back.push((n, d)),
-        );
+        let stats = search(tree, start, depth, Limits { budget, max_depth }, &mut out, &mut |n, d| back.push((n, d)));
         let visited = out.lines().map(|l| l.parse().unwrap()).collect();
         (visited, back, stats)
     }
@@ -207,10 +194,7 @@ mod tests {
             let (visited, back, stats) = job(&small(), 0, 0, budget, None);
             assert_eq!(visited, (0..11).collect::<Vec<_>>());
             assert!(back.is_empty());
-            assert_eq!(
-                (stats.visited, stats.leaves, stats.max_depth, stats.outputs),
-                (11, 6, 3, 11)
-            );
+            assert_eq!((stats.visited, stats.leaves, stats.max_depth, stats.outputs), (11, 6, 3, 11));
         }
     }
 
@@ -241,18 +225,11 @@ mod tests {
     #[test]
     fn deep_chains_do_not_overflow_the_stack() {
         let n = 200_000u32;
-        let children = (0..n)
-            .map(|i| if i + 1 < n { vec![i + 1] } else { vec![] })
-            .collect();
+        let children = (0..n).map(|i| if i + 1 < n { vec![i + 1] } else { vec![] }).collect();
         let tree = Explicit { children };
         let mut out = String::new();
-        let stats = search(&tree, 0, 0, Limits::UNLIMITED, &mut out, &mut |_, _| {
-            panic!("nothing returned")
-        });
-        assert_eq!(
-            (stats.visited, stats.leaves, stats.max_depth),
-            (n as u64, 1, n - 1)
-        );
+        let stats = search(&tree, 0, 0, Limits::UNLIMITED, &mut out, &mut |_, _| panic!("nothing returned"));
+        assert_eq!((stats.visited, stats.leaves, stats.max_depth), (n as u64, 1, n - 1));
     }
 
     /// A random tree: node i > 0 hangs below a random earlier node; children in id order.

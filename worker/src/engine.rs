@@ -50,17 +50,12 @@ impl<T: Tree> TreeSearcher<T> {
 
 impl<T: Tree> Searcher for TreeSearcher<T> {
     fn root(&self) -> Result<NodeBytes, String> {
-        let root = unwind::catch(|| self.0.root())
-            .map_err(|m| format!("the tree's root() panicked: {m}"))?;
+        let root = unwind::catch(|| self.0.root()).map_err(|m| format!("the tree's root() panicked: {m}"))?;
         encode(&root).map_err(|e| format!("cannot serialise the root {root:?}: {e}"))
     }
 
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
-        Ok(Box::new(TreeRunner {
-            tree: Arc::clone(&self.0),
-            settings,
-            out: String::new(),
-        }))
+        Ok(Box::new(TreeRunner { tree: Arc::clone(&self.0), settings, out: String::new() }))
     }
 }
 
@@ -74,38 +69,23 @@ struct TreeRunner<T> {
 impl<T: Tree> JobRunner for TreeRunner<T> {
     fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
         let started = Instant::now();
-        let fail = |message: String| JobFailure {
-            id: job.id,
-            node: describe::<T>(&job.node),
-            message,
-        };
+        let fail = |message: String| JobFailure { id: job.id, node: describe::<T>(&job.node), message };
         let node: T::Node = postcard::from_bytes(job.node.as_slice())
             .map_err(|e| fail(format!("cannot decode the job's node: {e}")))?;
         let returned_before = batch.returned.len();
-        let limits = Limits {
-            budget: job.budget.0,
-            max_depth: job.max_depth,
-        };
+        let limits = Limits { budget: job.budget.0, max_depth: job.max_depth };
         let tree = &*self.tree;
         let out = &mut self.out;
         out.clear();
         let mut encode_error = None;
         let returned = &mut batch.returned;
         let result = unwind::catch(|| {
-            search(
-                tree,
-                node,
-                job.depth,
-                limits,
-                out,
-                &mut |child, depth| match encode(&child) {
-                    Ok(node) => returned.push(Returned { depth, node }),
-                    Err(e) => {
-                        encode_error
-                            .get_or_insert_with(|| format!("cannot serialise node {child:?}: {e}"));
-                    }
-                },
-            )
+            search(tree, node, job.depth, limits, out, &mut |child, depth| match encode(&child) {
+                Ok(node) => returned.push(Returned { depth, node }),
+                Err(e) => {
+                    encode_error.get_or_insert_with(|| format!("cannot serialise node {child:?}: {e}"));
+                }
+            })
         });
         let failure = match (result, encode_error) {
             (Ok(stats), None) => {
@@ -147,10 +127,7 @@ fn describe<T: Tree>(bytes: &NodeBytes) -> String {
         Err(_) => format!("{bytes:?}"),
     };
     if text.len() > MAX {
-        let cut = (0..=MAX)
-            .rev()
-            .find(|&i| text.is_char_boundary(i))
-            .unwrap_or(0);
+        let cut = (0..=MAX).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
         text.truncate(cut);
         text.push_str("...");
     }

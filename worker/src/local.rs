@@ -21,11 +21,7 @@ pub struct WorkerLoop {
 
 impl Default for WorkerLoop {
     fn default() -> Self {
-        Self {
-            flush_interval: Duration::from_millis(1),
-            max_returned: 1 << 16,
-            max_output: 1 << 20,
-        }
+        Self { flush_interval: Duration::from_millis(1), max_returned: 1 << 16, max_output: 1 << 20 }
     }
 }
 

@@ -127,12 +127,7 @@ impl<O: AdjacencyOracle> Tree for Adjacency<O> {
     }
 
     fn children<'a>(&'a self, node: &O::Node, _depth: u32) -> AdjChildren<'a, O> {
-        AdjChildren {
-            oracle: &self.0,
-            parent: node.clone(),
-            next: 0,
-            degree: self.0.max_degree(),
-        }
+        AdjChildren { oracle: &self.0, parent: node.clone(), next: 0, degree: self.0.max_degree() }
     }
 
     fn output(&self, node: &O::Node, depth: u32, out: &mut String) -> bool {

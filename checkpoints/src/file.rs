@@ -1,0 +1,45 @@
+//! Checkpoint files on disk: replaced atomically, read without ever being modified.
+
+use crate::{Checkpoint, LoadError, decode, encode};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Writes `checkpoint` to `path` atomically: the bytes go to a temporary file in the same folder,
+/// which is synced, renamed over `path`, and the folder synced. A crash at any moment leaves either
+/// the previous checkpoint or the new one, both complete.
+pub fn write(path: &Path, checkpoint: &Checkpoint) -> io::Result<()> {
+    let bytes = encode(checkpoint);
+    let tmp = temporary_path(path);
+    let result = (|| {
+        let mut file = File::create(&tmp)?;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, path)?;
+        sync_folder(path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Reads the checkpoint at `path`.
+pub fn load(path: &Path) -> Result<Checkpoint, LoadError> {
+    let bytes = fs::read(path).map_err(|source| LoadError::Io { path: path.display().to_string(), source })?;
+    decode(&bytes)
+}
+
+fn temporary_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "checkpoint".into());
+    path.with_file_name(format!(".{name}.tmp"))
+}
+
+fn sync_folder(path: &Path) -> io::Result<()> {
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(folder)?.sync_all()
+}

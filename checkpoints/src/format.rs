@@ -1,0 +1,90 @@
+//! Encoding and decoding checkpoints, with every way a file can be wrong named.
+
+use crate::Checkpoint;
+
+pub const MAGIC: [u8; 8] = *b"bts-ckpt";
+pub const CURRENT_VERSION: u32 = 1;
+const HEADER: usize = 8 + 4 + 8 + 4;
+
+/// Why a file is not a checkpoint this bts can use.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("the file is empty")]
+    Empty,
+    #[error("not a bts checkpoint")]
+    Foreign,
+    #[error("written by a newer bts (format version {found}; this bts reads up to version {supported})")]
+    Newer { found: u32, supported: u32 },
+    #[error("format version {0} is not one this bts knows")]
+    UnknownVersion(u32),
+    #[error("truncated: {found} bytes where {expected} were expected")]
+    Truncated { expected: u64, found: u64 },
+    #[error("corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// The bytes of a checkpoint file.
+pub fn encode(checkpoint: &Checkpoint) -> Vec<u8> {
+    let payload = postcard::to_allocvec(checkpoint).expect("checkpoints serialise");
+    let mut out = Vec::with_capacity(HEADER + payload.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&CURRENT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    let crc = checksum(&out[8..20], &payload);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Reads a checkpoint from the bytes of a file; never panics, whatever the bytes.
+pub fn decode(bytes: &[u8]) -> Result<Checkpoint, LoadError> {
+    if bytes.is_empty() {
+        return Err(LoadError::Empty);
+    }
+    let magic_len = bytes.len().min(MAGIC.len());
+    if bytes[..magic_len] != MAGIC[..magic_len] {
+        return Err(LoadError::Foreign);
+    }
+    if bytes.len() < HEADER {
+        return Err(LoadError::Truncated { expected: HEADER as u64, found: bytes.len() as u64 });
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    // Everything after the version may differ in later formats.
+    if version > CURRENT_VERSION {
+        return Err(LoadError::Newer { found: version, supported: CURRENT_VERSION });
+    }
+    let length = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
+    let crc = u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes"));
+    let payload = &bytes[HEADER..];
+    if (payload.len() as u64) < length {
+        return Err(LoadError::Truncated {
+            expected: (HEADER as u64).saturating_add(length),
+            found: bytes.len() as u64,
+        });
+    }
+    if payload.len() as u64 > length {
+        let extra = payload.len() as u64 - length;
+        return Err(LoadError::Corrupt(format!("{extra} bytes after the end of the checkpoint")));
+    }
+    if checksum(&bytes[8..20], payload) != crc {
+        return Err(LoadError::Corrupt("checksum mismatch".into()));
+    }
+    if version != CURRENT_VERSION {
+        return Err(LoadError::UnknownVersion(version));
+    }
+    let (checkpoint, rest) = postcard::take_from_bytes::<Checkpoint>(payload)
+        .map_err(|e| LoadError::Corrupt(format!("cannot decode the contents: {e}")))?;
+    if !rest.is_empty() {
+        return Err(LoadError::Corrupt("trailing bytes in the contents".into()));
+    }
+    Ok(checkpoint)
+}
+
+fn checksum(header: &[u8], payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(header);
+    h.update(payload);
+    h.finalize()
+}

@@ -1,0 +1,74 @@
+//! The bts checkpoint file: everything needed to carry on a run exactly where it stopped.
+//!
+//! A checkpoint holds the tree and its options, the run's options, the totals of the committed jobs,
+//! the budget controller's state, every job not yet committed (those in the job list and the start
+//! nodes of those that were out with workers) and the committed length of the output file.
+//!
+//! # File format (version 1)
+//! | bytes | content |
+//! | --- | --- |
+//! | 8 | magic `bts-ckpt` |
+//! | 4 | format version, little endian |
+//! | 8 | payload length, little endian |
+//! | 4 | CRC-32 of the version, the length and the payload, little endian |
+//! | n | payload: a [`Checkpoint`] in postcard |
+//!
+//! Files are replaced atomically ([`write`]): the previous checkpoint stays valid until the new one
+//! is complete on disk. `README.md` beside this crate argues why resuming from a checkpoint, however
+//! the run ended, counts every node and writes every output record exactly once.
+
+mod file;
+mod format;
+
+pub use file::{load, write};
+pub use format::{CURRENT_VERSION, LoadError, MAGIC, decode, encode};
+
+use bts_master::{BudgetConfig, BudgetState, Order, Pending, Totals};
+use bts_protocol::TreeSpec;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The run options a checkpoint carries over to `bts resume` (which may change some of them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredOptions {
+    pub order: Order,
+    pub budget: BudgetConfig,
+    /// Output records were counted, not written.
+    pub count_only: bool,
+    /// The output file (absolute), or `None` for standard output.
+    pub output: Option<PathBuf>,
+    /// Where the run writes its checkpoints.
+    pub checkpoint: Option<PathBuf>,
+    /// Seconds between periodic checkpoints.
+    pub checkpoint_every: Option<f64>,
+    /// Local worker threads of the last segment.
+    pub workers: u32,
+}
+
+/// A run's state between two segments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// When it was written, in milliseconds since the Unix epoch.
+    pub written_unix_ms: u64,
+    pub tree: TreeSpec,
+    pub options: StoredOptions,
+    /// Totals of the committed jobs of all segments so far.
+    pub totals: Totals,
+    pub budget: BudgetState,
+    /// Wall time of all segments so far.
+    pub elapsed_s: f64,
+    /// Segments so far (a run never stopped is one segment).
+    pub segments: u32,
+    /// Bytes of the output file that hold committed records; anything beyond was written by jobs
+    /// that are still in `jobs` and is cut off on resume.
+    pub output_len: u64,
+    /// Every job not yet committed.
+    pub jobs: Vec<Pending>,
+}
+
+impl Checkpoint {
+    /// True when the run was complete: no job is left.
+    pub fn is_complete(&self) -> bool {
+        self.jobs.is_empty()
+    }
+}

@@ -1,0 +1,145 @@
+//! Checkpoint files: round trips, atomic replacement, and every kind of bad file refused cleanly.
+
+use bts_checkpoints::{Checkpoint, LoadError, StoredOptions, decode, encode, load, write};
+use bts_master::{BudgetConfig, BudgetState, Order, Pending, Totals};
+use bts_protocol::{NodeBytes, TreeSpec};
+use proptest::prelude::*;
+
+fn sample(jobs: usize) -> Checkpoint {
+    Checkpoint {
+        written_unix_ms: 1_790_000_000_000,
+        tree: TreeSpec::new("uts", ["--preset", "T1"]),
+        options: StoredOptions {
+            order: Order::Fifo,
+            budget: BudgetConfig { initial: 77, lmax: Some(3.0), maxd: Some(2), ..BudgetConfig::default() },
+            count_only: false,
+            output: Some("/tmp/out.txt".into()),
+            checkpoint: Some("/tmp/ck".into()),
+            checkpoint_every: Some(2.5),
+            workers: 3,
+        },
+        totals: Totals {
+            nodes: 123_456,
+            leaves: Some(100_000),
+            max_depth: None,
+            outputs: 12,
+            jobs: 99,
+            returned: 140,
+            output_bytes: 4096,
+        },
+        budget: BudgetState { base: 12_345, cost_nodes: 1.5e6, cost_ns: 9.0e7 },
+        elapsed_s: 12.5,
+        segments: 2,
+        output_len: 4096,
+        jobs: (0..jobs)
+            .map(|i| Pending { depth: i as u32 % 17, node: NodeBytes::from_slice(&[i as u8; 20]) })
+            .collect(),
+    }
+}
+
+#[test]
+fn a_checkpoint_round_trips_through_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.ckpt");
+    let checkpoint = sample(1000);
+    write(&path, &checkpoint).unwrap();
+    assert_eq!(load(&path).unwrap(), checkpoint);
+    // Rewriting replaces it and leaves no temporary file behind.
+    let smaller = sample(3);
+    write(&path, &smaller).unwrap();
+    assert_eq!(load(&path).unwrap(), smaller);
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("run.ckpt")]);
+}
+
+#[test]
+fn a_failed_write_leaves_the_previous_checkpoint_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.ckpt");
+    write(&path, &sample(10)).unwrap();
+    // A temporary file that cannot be created (a directory is in its way) makes the write fail.
+    std::fs::create_dir(dir.path().join(".run.ckpt.tmp")).unwrap();
+    assert!(write(&path, &sample(20)).is_err());
+    assert_eq!(load(&path).unwrap(), sample(10));
+}
+
+#[test]
+fn bad_files_are_named_for_what_is_wrong() {
+    let good = encode(&sample(5));
+    let expect = |bytes: &[u8], check: fn(&LoadError) -> bool| {
+        let err = decode(bytes).unwrap_err();
+        assert!(check(&err), "unexpected error: {err}");
+    };
+    expect(&[], |e| matches!(e, LoadError::Empty));
+    expect(b"PK\x03\x04 a zip file, not a checkpoint", |e| matches!(e, LoadError::Foreign));
+    expect(b"bts-ck", |e| matches!(e, LoadError::Truncated { .. }));
+    expect(&good[..good.len() - 1], |e| matches!(e, LoadError::Truncated { .. }));
+    expect(&good[..30], |e| matches!(e, LoadError::Truncated { .. }));
+    let mut longer = good.clone();
+    longer.push(0);
+    expect(&longer, |e| matches!(e, LoadError::Corrupt(_)));
+    let mut flipped = good.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x10;
+    expect(&flipped, |e| matches!(e, LoadError::Corrupt(m) if m.contains("checksum")));
+    let mut newer = good.clone();
+    newer[8..12].copy_from_slice(&2u32.to_le_bytes());
+    expect(&newer, |e| matches!(e, LoadError::Newer { found: 2, supported: 1 }));
+    let mut zero = good.clone();
+    zero[8..12].copy_from_slice(&0u32.to_le_bytes());
+    expect(&zero, |e| matches!(e, LoadError::Corrupt(_) | LoadError::UnknownVersion(0)));
+}
+
+#[test]
+fn loading_a_missing_file_names_it() {
+    let err = load(std::path::Path::new("/nonexistent/run.ckpt")).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/run.ckpt"), "{err}");
+}
+
+#[test]
+fn a_million_jobs_encode_and_decode() {
+    let checkpoint = sample(1_000_000);
+    let bytes = encode(&checkpoint);
+    assert!(bytes.len() < 30_000_000, "{} bytes", bytes.len());
+    assert_eq!(decode(&bytes).unwrap().jobs.len(), 1_000_000);
+}
+
+proptest! {
+    /// Whatever is done to a checkpoint's bytes, decoding returns the checkpoint or an error,
+    /// never a panic and never a different checkpoint.
+    #[test]
+    fn damaged_bytes_never_decode_to_something_else(
+        cut in any::<usize>(),
+        flips in proptest::collection::vec((any::<usize>(), 1u8..), 0..4),
+    ) {
+        let original = sample(20);
+        let mut bytes = encode(&original);
+        for (at, mask) in &flips {
+            let i = at % bytes.len();
+            bytes[i] ^= mask;
+        }
+        let bytes = &bytes[..bytes.len() - cut % 3];
+        if let Ok(c) = decode(bytes) {
+            prop_assert_eq!(c, original);
+        }
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), magic in any::<bool>()) {
+        let mut bytes = bytes;
+        if magic && bytes.len() >= 8 {
+            bytes[..8].copy_from_slice(b"bts-ckpt");
+        }
+        let _ = decode(&bytes);
+    }
+}
+
+#[test]
+fn an_absurd_length_is_refused_without_overflow() {
+    // Found by the fuzzer: a header claiming 2^64 - 1 bytes of contents.
+    let mut bytes = b"bts-ckpt".to_vec();
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&u64::MAX.to_le_bytes());
+    bytes.extend_from_slice(&[0, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0]);
+    assert!(matches!(decode(&bytes), Err(LoadError::Truncated { .. })));
+}

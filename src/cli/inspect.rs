@@ -1,0 +1,53 @@
+//! `bts inspect <CHECKPOINT>`: what a checkpoint holds, as one JSON object.
+
+use super::{CliError, Exit};
+use serde_json::json;
+use std::path::Path;
+
+pub fn inspect(path: &Path) -> Result<Exit, CliError> {
+    let ck = bts_checkpoints::load(path)
+        .map_err(|e| CliError::usage(format!("cannot read the checkpoint {}: {e}", path.display())))?;
+    let report = json!({
+        "format_version": bts_checkpoints::CURRENT_VERSION,
+        "written_unix_ms": ck.written_unix_ms,
+        "written": rfc3339(ck.written_unix_ms / 1000),
+        "tree": ck.tree.command_line(),
+        "complete": ck.is_complete(),
+        "options": ck.options,
+        "counters": ck.totals,
+        "jobs": ck.jobs.len(),
+        "budget": ck.budget.base,
+        "elapsed_s": ck.elapsed_s,
+        "segments": ck.segments,
+        "output": {"path": ck.options.output, "committed_bytes": ck.output_len},
+    });
+    println!("{report}");
+    Ok(Exit::Complete)
+}
+
+/// `seconds` since the Unix epoch as an RFC 3339 UTC time.
+fn rfc3339(seconds: u64) -> String {
+    let days = (seconds / 86_400) as i64;
+    let rem = seconds % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(super::rfc3339(1_795_305_600 + 3_723), "2026-11-22T01:02:03Z");
+    }
+}

@@ -1,0 +1,8 @@
+//! Integration tests of bts: one test binary, a module per concern.
+
+mod util;
+
+mod checkpoints;
+mod cli;
+mod examples;
+mod library;

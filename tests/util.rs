@@ -1,0 +1,44 @@
+//! Running the `bts` binary in tests.
+
+use serde_json::Value;
+use std::process::{Child, Command, ExitStatus, Output};
+use std::time::{Duration, Instant};
+
+pub fn bts_command() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bts"))
+}
+
+pub fn bts(args: &[&str]) -> Output {
+    bts_command().args(args).output().expect("bts runs")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The summary JSON, which comes last on stdout.
+pub fn summary(o: &Output) -> Value {
+    let text = String::from_utf8_lossy(&o.stdout);
+    serde_json::from_str(text.lines().last().expect("a summary line")).expect("the summary is JSON")
+}
+
+/// Waits for `child` at most `limit`, killing it if it takes longer.
+pub fn wait_bounded(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("bts did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Sends `signal` (such as "-INT" or "-KILL") to a process.
+pub fn signal(child: &Child, signal: &str) {
+    Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
+}
