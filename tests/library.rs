@@ -111,3 +111,30 @@ fn a_user_tree_without_failures_counts_exactly() {
     assert_eq!(finished.summary.totals.nodes, (3u64.pow(8) - 1) / 2);
     assert_eq!(finished.summary.totals.leaves, Some(3u64.pow(7)));
 }
+
+#[test]
+fn a_failed_run_leaves_a_checkpoint_holding_the_failed_job() {
+    let mut registry = Registry::builtin();
+    registry.register::<FaultyArgs, _>("faulty", |a| Ok(Faulty { branching: 3, height: 8, panic_at: a.panic_at }));
+    let dir = tempfile::tempdir().unwrap();
+    let (out, ck) = (dir.path().join("records.txt"), dir.path().join("run.ckpt"));
+    let args = ["bts", "run", "--workers", "2", "--budget", "5", "--fixed-budget"];
+    let args = args.into_iter().chain(["--output", out.to_str().unwrap(), "--checkpoint", ck.to_str().unwrap()]);
+    let args = args.chain(["faulty", "--panic-at", "1000"]).map(Into::into);
+    assert_eq!(bts::cli::run(&registry, args), Exit::Failure);
+    let checkpoint = bts_checkpoints::load(&ck).unwrap();
+    let output = std::fs::read(&out).unwrap();
+    assert_eq!(checkpoint.output_len, output.len() as u64);
+    check_committed(&output, 1000);
+    // The failed job's start node (1000 or an ancestor) waits in the checkpoint's job list.
+    let starts: Vec<u64> = checkpoint.jobs.iter().map(|p| postcard::from_bytes(p.node.as_slice()).unwrap()).collect();
+    let mut v = 1000u64;
+    let mut ancestors = vec![v];
+    while v > 0 {
+        v = (v - 1) / 3;
+        ancestors.push(v);
+    }
+    assert!(starts.iter().any(|s| ancestors.contains(s)), "no job covers node 1000: {starts:?}");
+    // The run is not over: resuming it would retry the failed job.
+    assert!(!checkpoint.is_complete());
+}
