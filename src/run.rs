@@ -45,6 +45,41 @@ pub struct RunOptions {
     pub checkpoint_every: Option<Duration>,
     /// The output file, as recorded in checkpoints (records go to the writer given to `run`).
     pub output_path: Option<PathBuf>,
+    /// Accept remote workers (`bts worker`) during the run.
+    pub listen: Option<ListenOptions>,
+}
+
+/// How to accept remote workers.
+#[derive(Clone, Debug)]
+pub struct ListenOptions {
+    /// Where to listen, `host:port` (port 0: any free port).
+    pub address: String,
+    /// The shared token; empty means none, which is allowed on loopback only.
+    pub token: Vec<u8>,
+    /// Write the bound address here (for `bts worker --connect-file` and launchers).
+    pub address_file: Option<PathBuf>,
+    /// Also write the token there (the rendezvous file of a cluster launch; created private).
+    pub token_in_address_file: bool,
+    /// The address file is a cluster launch's rendezvous file: marked `finished` at the end.
+    pub rendezvous: bool,
+    /// A remote worker silent this long is dropped and its jobs go back to the job list.
+    pub worker_timeout: Duration,
+    /// Connections beyond this many at once are refused.
+    pub max_connections: usize,
+}
+
+impl ListenOptions {
+    pub fn new(address: &str) -> Self {
+        Self {
+            address: address.to_string(),
+            token: Vec::new(),
+            address_file: None,
+            token_in_address_file: false,
+            rendezvous: false,
+            worker_timeout: Duration::from_secs(10),
+            max_connections: 512,
+        }
+    }
 }
 
 impl Default for RunOptions {
@@ -58,6 +93,7 @@ impl Default for RunOptions {
             checkpoint: None,
             checkpoint_every: None,
             output_path: None,
+            listen: None,
         }
     }
 }
@@ -68,6 +104,9 @@ pub enum RunError {
     /// The tree or the workers could not be set up.
     #[error("{0}")]
     Setup(String),
+    /// The address cannot be listened on.
+    #[error("cannot listen on {address}: {source}")]
+    Listen { address: String, source: std::io::Error },
     /// The checkpoint file cannot be written.
     #[error("cannot write the checkpoint {path}: {source}")]
     Checkpoint { path: PathBuf, source: std::io::Error },
@@ -146,7 +185,7 @@ impl Run {
     /// As [`run`](Self::run), with an output that can be synced to disk before each checkpoint.
     pub fn run_to(self, output: &mut dyn Output) -> Result<Finished, RunError> {
         let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
-        if options.workers == 0 {
+        if options.workers == 0 && options.listen.is_none() {
             return Err(RunError::Setup("a run needs at least one worker".into()));
         }
         let started = Instant::now();
@@ -165,7 +204,7 @@ impl Run {
         for (id, mut runner) in runners.into_iter().enumerate() {
             let id = id as u64;
             let (link, inbox) = mpsc::channel::<ToWorker>();
-            let _ = events_tx.send(Event::Joined { worker: id, threads: 1, link });
+            let _ = events_tx.send(Event::Joined { worker: id, threads: 1, link: Box::new(link) });
             let to_master = events_tx.clone();
             let thread = std::thread::Builder::new().name(format!("bts-worker-{id}")).spawn(move || {
                 // Tells the master when this thread ends, however it ends.
@@ -176,11 +215,15 @@ impl Run {
             threads.push(thread.map_err(|e| RunError::Setup(format!("cannot start a worker thread: {e}")))?);
         }
 
+        let server = match &options.listen {
+            Some(listen) => Some(crate::remote::serve(listen, &tree, settings, &events_tx, options.workers as u64)?),
+            None => None,
+        };
         let drive_options = DriveOptions {
             deadline: options.time_limit.map(|t| started + t),
             stop_file: options.stop_file.clone(),
             checkpoint_every: options.checkpoint_every.filter(|_| options.checkpoint.is_some()),
-            workers_may_join: false,
+            workers_may_join: server.is_some(),
             tick: None,
         };
         let mut saver = Checkpointer { tree: &tree, options: &options, before, started };
@@ -189,6 +232,9 @@ impl Run {
             saver.checkpoint(&scheduler).map_err(|source| RunError::Checkpoint { path: path.clone(), source })?;
         }
         let result = drive(&mut scheduler, &events_rx, output, &drive_options, &mut saver);
+        if let Some(server) = server {
+            server.finish();
+        }
         drop(events_rx);
         // After an abort, jobs are still out with the threads: leave them to finish on their own.
         if scheduler.in_flight() == 0 {
@@ -198,7 +244,7 @@ impl Run {
         }
         let outcome = result?;
         let elapsed = Duration::from_secs_f64(before.0) + started.elapsed();
-        let summary = Summary::new(&tree.command_line(), &outcome, &scheduler, options.workers, elapsed, before.1 + 1);
+        let summary = Summary::new(&tree.command_line(), &outcome, &scheduler, elapsed, before.1 + 1);
         Ok(Finished { outcome, summary, checkpoint: options.checkpoint.clone() })
     }
 }

@@ -24,6 +24,7 @@ pub struct Summary {
     /// nodes, leaves, max_depth, outputs, jobs, returned, output_bytes.
     #[serde(flatten)]
     pub totals: Totals,
+    /// Worker threads that took part (local and remote, those that left included).
     pub workers: usize,
     /// Wall time of the whole run, all segments (a resumed run has several).
     pub elapsed_s: f64,
@@ -53,14 +54,7 @@ pub fn outcome_name(outcome: &Outcome) -> &'static str {
 }
 
 impl Summary {
-    pub fn new(
-        tree: &str,
-        outcome: &Outcome,
-        scheduler: &Scheduler,
-        workers: usize,
-        elapsed: Duration,
-        segments: u32,
-    ) -> Self {
+    pub fn new(tree: &str, outcome: &Outcome, scheduler: &Scheduler, elapsed: Duration, segments: u32) -> Self {
         let t = scheduler.totals();
         let secs = elapsed.as_secs_f64();
         Summary {
@@ -69,7 +63,7 @@ impl Summary {
             tree: tree.to_string(),
             mode: "budget".to_string(),
             totals: t.clone(),
-            workers,
+            workers: scheduler.workers_seen() as usize,
             elapsed_s: secs,
             segments,
             nodes_per_s: if secs > 0.0 { t.nodes as f64 / secs } else { 0.0 },

@@ -5,7 +5,7 @@
 //! - while |L| < lmin·P, jobs get the relative depth limit maxd when one is set, otherwise b/scale,
 //!   so that jobs come back sooner and split the remaining work finer;
 //! - unless the budget is fixed, the base budget b follows the measured cost of a node so that a job
-//!   lasts about `target_job_ns`: long enough that per-job costs vanish, short enough that idle workers
+//!   lasts about `target_job_ns` (or 20 round trips to the farthest remote worker, if longer): long enough that per-job costs vanish, short enough that idle workers
 //!   soon get work and checkpoints drain quickly. The √b law of Avis & Devroye (a job returns about
 //!   σ·sqrt(πb/8) nodes) is why this is safe: a budget 100 times larger returns only 10 times more
 //!   nodes, so the job list stays populated over a wide range of budgets.
@@ -75,12 +75,14 @@ const MAX_ADAPTIVE_BUDGET: u64 = 1 << 40;
 pub struct BudgetController {
     config: BudgetConfig,
     state: BudgetState,
+    /// Jobs should last at least this long (a multiple of the round trip to remote workers).
+    min_job_ns: u64,
 }
 
 impl BudgetController {
     pub fn new(config: BudgetConfig) -> Self {
         let state = BudgetState { base: config.initial.max(1), cost_nodes: 0.0, cost_ns: 0.0 };
-        Self { config, state }
+        Self { config, state, min_job_ns: 0 }
     }
 
     /// A controller that carries on from a saved state with a (possibly changed) configuration.
@@ -133,6 +135,11 @@ impl BudgetController {
         Assignment { budget: Budget(b), max_depth: None }
     }
 
+    /// Jobs should last at least `ns` (remote workers far away).
+    pub fn set_min_job_ns(&mut self, ns: u64) {
+        self.min_job_ns = ns;
+    }
+
     /// Learns from a finished job: it visited `visited` nodes in `elapsed_ns`.
     pub fn observe(&mut self, visited: u64, elapsed_ns: u64) {
         if self.config.fixed || visited == 0 {
@@ -142,8 +149,8 @@ impl BudgetController {
         s.cost_nodes = s.cost_nodes * (1.0 - COST_DECAY) + visited as f64;
         s.cost_ns = s.cost_ns * (1.0 - COST_DECAY) + elapsed_ns.max(1) as f64;
         let ns_per_node = s.cost_ns / s.cost_nodes;
-        let target =
-            (self.config.target_job_ns as f64 / ns_per_node).round().clamp(1.0, MAX_ADAPTIVE_BUDGET as f64) as u64;
+        let job_ns = self.config.target_job_ns.max(self.min_job_ns) as f64;
+        let target = (job_ns / ns_per_node).round().clamp(1.0, MAX_ADAPTIVE_BUDGET as f64) as u64;
         // Move at most a factor 2 per job, so one odd measurement cannot swing b.
         s.base = target.clamp((s.base / 2).max(1), s.base.saturating_mul(2));
     }

@@ -10,13 +10,34 @@ use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
+/// How the master reaches one worker.
+pub trait Link: Send {
+    /// Delivers a message; false if the worker is gone.
+    fn send(&self, message: ToWorker) -> bool;
+
+    /// Cuts the worker off (it broke the protocol).
+    fn close(&self) {}
+}
+
+/// A local worker thread's inbox.
+impl Link for Sender<ToWorker> {
+    fn send(&self, message: ToWorker) -> bool {
+        Sender::send(self, message).is_ok()
+    }
+}
+
 /// What reaches the master, from whatever carries it.
 pub enum Event {
     /// A worker is ready; the master sends it messages through `link`.
     Joined {
         worker: WorkerId,
         threads: u32,
-        link: Sender<ToWorker>,
+        link: Box<dyn Link>,
+    },
+    /// The measured round trip to a worker.
+    Latency {
+        worker: WorkerId,
+        rtt: Duration,
     },
     Message(WorkerId, FromWorker),
     /// The worker's connection or thread is gone.
@@ -98,7 +119,7 @@ pub fn drive(
     options: &DriveOptions,
     observer: &mut dyn Observer,
 ) -> io::Result<Outcome> {
-    let mut links: HashMap<WorkerId, Sender<ToWorker>> = HashMap::new();
+    let mut links: HashMap<WorkerId, Box<dyn Link>> = HashMap::new();
     let now = Instant::now();
     let mut timers = Timers {
         tick: options.tick.map(|t| now + t),
@@ -108,7 +129,7 @@ pub fn drive(
     let mut had_workers = false;
     loop {
         while let Some((worker, message)) = scheduler.poll_send() {
-            let delivered = links.get(&worker).is_some_and(|link| link.send(message).is_ok());
+            let delivered = links.get(&worker).is_some_and(|link| link.send(message));
             if !delivered {
                 links.remove(&worker);
                 scheduler.handle_disconnect(worker);
@@ -170,10 +191,13 @@ pub fn drive(
             Event::Message(worker, message) => {
                 if let Err(violation) = scheduler.handle_message(worker, message) {
                     tracing::warn!("{violation}; dropping the worker");
-                    links.remove(&worker);
+                    if let Some(link) = links.remove(&worker) {
+                        link.close();
+                    }
                     scheduler.handle_disconnect(worker);
                 }
             }
+            Event::Latency { worker, rtt } => scheduler.set_latency(worker, rtt),
             Event::Disconnected(worker) => {
                 links.remove(&worker);
                 scheduler.handle_disconnect(worker);

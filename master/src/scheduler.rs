@@ -116,10 +116,16 @@ struct WorkerSlot {
     outstanding: u32,
     /// Recent job duration (exponential average), to size the queue ahead.
     job_ns: f64,
+    /// Round trip to the worker (zero for local threads).
+    rtt_ns: f64,
 }
 
 /// The most jobs queued at one thread.
 const MAX_QUEUED_PER_THREAD: u32 = 1024;
+/// A message of jobs stops growing past this many bytes of nodes (frames have a size limit).
+const MAX_MESSAGE_NODE_BYTES: usize = 4 << 20;
+/// A job should last at least this many round trips to the farthest worker.
+const MIN_JOB_ROUND_TRIPS: f64 = 20.0;
 
 pub struct Scheduler {
     config: SchedulerConfig,
@@ -137,6 +143,7 @@ pub struct Scheduler {
     nodes_before: u64,
     /// The most jobs L held at once.
     peak_queued: usize,
+    workers_seen: u64,
     outbox: VecDeque<(WorkerId, ToWorker)>,
     output: Vec<u8>,
     stop: Option<StopReason>,
@@ -184,6 +191,7 @@ impl Scheduler {
             nodes_before: totals.nodes,
             totals,
             peak_queued: 0,
+            workers_seen: 0,
             outbox: VecDeque::new(),
             output: Vec::new(),
             stop: None,
@@ -197,7 +205,8 @@ impl Scheduler {
     /// A worker with `threads` threads is ready for jobs.
     pub fn add_worker(&mut self, worker: WorkerId, threads: u32) {
         let job_ns = self.config.budget.target_job_ns as f64;
-        self.workers.insert(worker, WorkerSlot { threads: threads.max(1), outstanding: 0, job_ns });
+        self.workers.insert(worker, WorkerSlot { threads: threads.max(1), outstanding: 0, job_ns, rtt_ns: 0.0 });
+        self.workers_seen += u64::from(threads.max(1));
         self.dispatch();
     }
 
@@ -240,6 +249,16 @@ impl Scheduler {
             self.list.put_back(Pending { depth: job.depth, node: job.node });
         }
         self.dispatch();
+    }
+
+    /// The round trip to `worker` was measured: queue enough work ahead to cover it, and keep jobs
+    /// long against it.
+    pub fn set_latency(&mut self, worker: WorkerId, rtt: std::time::Duration) {
+        if let Some(slot) = self.workers.get_mut(&worker) {
+            slot.rtt_ns = rtt.as_nanos() as f64;
+        }
+        let slowest = self.workers.values().map(|w| w.rtt_ns).fold(0.0, f64::max);
+        self.budget.set_min_job_ns((slowest * MIN_JOB_ROUND_TRIPS) as u64);
     }
 
     /// Stop handing out jobs; the run ends once the jobs out with workers are reported.
@@ -299,6 +318,11 @@ impl Scheduler {
 
     pub fn threads(&self) -> usize {
         self.workers.values().map(|w| w.threads as usize).sum()
+    }
+
+    /// Worker threads that took part in the run, those that left included.
+    pub fn workers_seen(&self) -> u64 {
+        self.workers_seen
     }
 
     /// Workers with at least one job.
@@ -429,14 +453,15 @@ impl Scheduler {
     }
 
     fn queue_target(&self, slot: &WorkerSlot) -> u32 {
-        let ahead = self.config.queue_ahead.as_nanos() as f64 / slot.job_ns.max(1.0);
+        let ahead = (self.config.queue_ahead.as_nanos() as f64 + slot.rtt_ns) / slot.job_ns.max(1.0);
         let per_thread = (1.0 + ahead.ceil()).clamp(2.0, MAX_QUEUED_PER_THREAD as f64) as u32;
         per_thread * slot.threads
     }
 
     fn send_jobs(&mut self, worker: WorkerId, want: u32) {
         let mut jobs = Vec::new();
-        while jobs.len() < want as usize {
+        let mut bytes = 0;
+        while jobs.len() < want as usize && bytes < MAX_MESSAGE_NODE_BYTES {
             let remaining = self.remaining_budget();
             if remaining == 0 {
                 break;
@@ -449,6 +474,7 @@ impl Scheduler {
             let id = JobId(self.next_job);
             self.next_job += 1;
             self.reserved = self.reserved.saturating_add(budget.0);
+            bytes += pending.node.len();
             self.in_flight.insert(id, InFlight { worker, depth: pending.depth, budget, node: pending.node.clone() });
             jobs.push(Job { id, depth: pending.depth, budget, max_depth: a.max_depth, node: pending.node });
         }

@@ -5,10 +5,14 @@
 //! [`ReportBatch`], which keeps the nodes and output records of many jobs in flat arrays so that a
 //! batch costs a handful of allocations however many jobs it carries.
 
+pub mod auth;
+pub mod codec;
 mod job;
 mod message;
 mod node;
+pub mod wire;
 
 pub use job::{BatchError, Budget, Job, JobId, JobReport, ReportBatch, Returned};
 pub use message::{FromWorker, JobFailure, ToWorker, TreeSpec};
 pub use node::NodeBytes;
+pub use wire::{MasterFrame, Preamble, Welcome, WorkerFrame};

@@ -27,6 +27,8 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Work for a master elsewhere: bts worker (--connect HOST:PORT | --connect-file F)
+    Worker(WorkerArgs),
     /// Print what a checkpoint holds, as JSON.
     Inspect {
         /// The checkpoint file.
@@ -66,7 +68,9 @@ pub enum Progress {
 )]
 pub struct RunArgs {
     #[command(flatten)]
-    pub workers: WorkerArgs,
+    pub workers: LocalWorkerArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     #[command(flatten)]
     pub budget: BudgetArgs,
     #[command(flatten)]
@@ -83,13 +87,61 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Workers")]
-pub struct WorkerArgs {
-    /// Local worker threads [default: the number of cores]
+pub struct LocalWorkerArgs {
+    /// Local worker threads; 0 with --listen: remote workers only [default: the number of cores]
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
     /// Scheduling mode [default: budget]
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Remote workers")]
+pub struct RemoteArgs {
+    /// Accept remote workers (bts worker) on ADDR during the whole run, such as 127.0.0.1:7000, or
+    /// 0.0.0.0:0 for any free port on every interface (beyond loopback this needs --token-file)
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Write the bound address to F, for bts worker --connect-file and launchers
+    #[arg(long, value_name = "F")]
+    pub address_file: Option<PathBuf>,
+    /// A file holding the shared token that remote workers must prove they know
+    #[arg(long, value_name = "F")]
+    pub token_file: Option<PathBuf>,
+    /// Drop a remote worker silent this long; its jobs go back to the job list [default: 10]
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub worker_timeout: Option<f64>,
+    /// Cluster launch (mpirun, srun): rank 0 runs the master, the other ranks work for it, meeting
+    /// through file F on a shared file system; --workers is then the threads of every rank [default: 1]
+    #[arg(long, value_name = "F")]
+    pub rendezvous: Option<PathBuf>,
+}
+
+/// The options of `bts worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The master's address
+    #[arg(long, value_name = "HOST:PORT", required_unless_present = "connect_file", conflicts_with = "connect_file")]
+    pub connect: Option<String>,
+    /// Read the master's address from F (bts run --address-file), waiting for it to appear
+    #[arg(long, value_name = "F")]
+    pub connect_file: Option<PathBuf>,
+    /// A file holding the master's token
+    #[arg(long, value_name = "F")]
+    pub token_file: Option<PathBuf>,
+    /// Worker threads [default: the number of cores]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub threads: Option<u32>,
+    /// Keep trying to reach the master (and waiting for the address file) this long
+    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = parse_seconds)]
+    pub retry: f64,
+    /// More log output (-v: info, -vv: debug)
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Less log output (errors only)
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]

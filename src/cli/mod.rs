@@ -5,6 +5,7 @@ mod args;
 mod inspect;
 mod run;
 mod split;
+mod worker;
 
 use crate::Registry;
 use clap::Parser;
@@ -71,6 +72,7 @@ fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Res
         args::Command::Run { args } => run::run(registry, &args),
         args::Command::Resume { args } => run::resume(registry, &args),
         args::Command::Inspect { checkpoint } => inspect::inspect(&checkpoint),
+        args::Command::Worker(args) => worker::worker(registry, args),
         args::Command::Trees => {
             print!("{}", registry.describe());
             Ok(Exit::Complete)

@@ -2,12 +2,14 @@
 
 use super::args::{Mode, OrderArg, RunArgs};
 use super::split::split;
+use super::worker::read_token;
 use super::{CliError, Exit, print_clap};
 use crate::registry::BuildError;
-use crate::{Registry, Run, RunOptions};
+use crate::{ListenOptions, Registry, Run, RunOptions};
 use bts_checkpoints::Checkpoint;
 use bts_master::{BudgetConfig, Order, Outcome, Output, Plain, SchedulerConfig, StopReason};
 use bts_protocol::TreeSpec;
+use bts_worker::remote::{MasterAddress, RemoteOptions};
 use clap::{CommandFactory, FromArgMatches};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
@@ -21,6 +23,12 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         Parsed::Args(a) => a,
         Parsed::Exit(e) => return Ok(e),
     };
+    if let Some(file) = &args.remote.rendezvous {
+        let rank = cluster_rank();
+        if rank > 0 {
+            return rendezvous_worker(registry, &args, file, rank);
+        }
+    }
     let Some(tree_name) = parts.tree else {
         return Err(CliError::usage(format!(
             "no tree given: bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]; trees: {}",
@@ -84,6 +92,63 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     execute(&args, Run::resume(checkpoint, searcher).options(options), output)
 }
 
+/// This process's rank in a cluster launch, from the launcher's environment (0 outside one).
+fn cluster_rank() -> u64 {
+    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok()?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A rank other than 0 of a cluster launch: work for the master that rank 0 announces in `file`.
+fn rendezvous_worker(registry: &Registry, args: &RunArgs, file: &Path, rank: u64) -> Result<Exit, CliError> {
+    let token = args.remote.token_file.as_deref().map(read_token).transpose()?.unwrap_or_default();
+    let threads = match args.workers.workers {
+        Some(0) => {
+            return Err(CliError::usage("--workers 0 leaves the worker ranks of a cluster launch nothing to do"));
+        }
+        Some(n) => n as u32,
+        None => 1,
+    };
+    tracing::info!(rank, "working for the master of {}", file.display());
+    let master = MasterAddress::Rendezvous(file.to_path_buf());
+    super::worker::work(registry, RemoteOptions { master, token, threads, retry_for: Duration::from_secs(300) })
+}
+
+/// The remote-worker options of a run, checked.
+fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
+    let r = &args.remote;
+    let token = r.token_file.as_deref().map(read_token).transpose()?;
+    let timeout = r.worker_timeout.map_or(Duration::from_secs(10), Duration::from_secs_f64);
+    if let Some(file) = &r.rendezvous {
+        let generated = token.is_none();
+        let mut listen = ListenOptions::new(r.listen.as_deref().unwrap_or("0.0.0.0:0"));
+        listen.token = token.unwrap_or_else(|| bts_protocol::auth::nonce().to_vec());
+        listen.address_file = Some(file.clone());
+        listen.token_in_address_file = generated;
+        listen.rendezvous = true;
+        listen.worker_timeout = timeout;
+        return Ok(Some(listen));
+    }
+    let Some(address) = &r.listen else {
+        if r.address_file.is_some() || r.worker_timeout.is_some() {
+            return Err(CliError::usage("--address-file and --worker-timeout need --listen ADDR"));
+        }
+        return Ok(None);
+    };
+    let token = token.unwrap_or_default();
+    if token.is_empty() && !crate::remote::is_loopback(address) {
+        return Err(CliError::usage(format!(
+            "refusing to listen on {address} beyond loopback without a token: give --token-file F (the same file to the workers)"
+        )));
+    }
+    let mut listen = ListenOptions::new(address);
+    listen.token = token;
+    listen.address_file = r.address_file.clone();
+    listen.worker_timeout = timeout;
+    Ok(Some(listen))
+}
+
 enum Parsed {
     Args(Box<RunArgs>),
     Exit(Exit),
@@ -110,7 +175,7 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit
     };
     crate::signals::forward(run.stopper());
     let finished = run.run_to(&mut *output).map_err(|e| match e {
-        crate::RunError::Checkpoint { .. } => CliError::usage(e),
+        crate::RunError::Checkpoint { .. } | crate::RunError::Listen { .. } => CliError::usage(e),
         e => CliError::failure(e),
     })?;
     drop(output);
@@ -150,9 +215,13 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
     if args.workers.mode == Some(Mode::Polling) {
         return Err(CliError::usage("--mode polling is not available yet; use --mode budget"));
     }
+    let listen = listen_options(args)?;
     let workers = match args.workers.workers {
-        Some(0) => return Err(CliError::usage("--workers 0 means remote workers only, which needs --listen")),
+        Some(0) if listen.is_none() => {
+            return Err(CliError::usage("--workers 0 means remote workers only, which needs --listen"));
+        }
         Some(n) => n,
+        None if args.remote.rendezvous.is_some() => 1,
         None => RunOptions::default().workers,
     };
     let stored = resuming.map(|c| &c.options);
@@ -210,6 +279,7 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
         checkpoint,
         checkpoint_every: every.map(Duration::from_secs_f64),
         output_path: None,
+        listen,
     })
 }
 

@@ -5,6 +5,7 @@
 mod dfs;
 mod engine;
 mod local;
+pub mod remote;
 mod tree;
 mod unwind;
 

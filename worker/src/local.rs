@@ -17,11 +17,18 @@ pub struct WorkerLoop {
     pub max_returned: usize,
     /// Send early when this many output bytes are waiting.
     pub max_output: usize,
+    /// Send early when returned nodes add up to this many bytes.
+    pub max_returned_bytes: usize,
 }
 
 impl Default for WorkerLoop {
     fn default() -> Self {
-        Self { flush_interval: Duration::from_millis(1), max_returned: 1 << 16, max_output: 1 << 20 }
+        Self {
+            flush_interval: Duration::from_millis(1),
+            max_returned: 1 << 16,
+            max_output: 1 << 20,
+            max_returned_bytes: 8 << 20,
+        }
     }
 }
 
@@ -36,6 +43,7 @@ pub fn run_worker(
     let mut queue = VecDeque::new();
     let mut batch = ReportBatch::default();
     let mut batch_started = Instant::now();
+    let mut returned_bytes = 0;
     loop {
         // Take what the master sent; block only when there is nothing else to do.
         loop {
@@ -63,7 +71,9 @@ pub fn run_worker(
         let job = queue.pop_front().expect("queue is not empty");
         if batch.is_empty() {
             batch_started = Instant::now();
+            returned_bytes = 0;
         }
+        let before = batch.returned.len();
         if let Err(failure) = runner.run(&job, &mut batch) {
             if !batch.is_empty() && !send(FromWorker::Reports(std::mem::take(&mut batch))) {
                 return;
@@ -73,8 +83,10 @@ pub fn run_worker(
             }
             continue;
         }
+        returned_bytes += batch.returned[before..].iter().map(|r| r.node.len()).sum::<usize>();
         let due = batch_started.elapsed() >= config.flush_interval
             || batch.returned.len() >= config.max_returned
+            || returned_bytes >= config.max_returned_bytes
             || batch.output.len() >= config.max_output;
         if due && !queue.is_empty() && !send(FromWorker::Reports(std::mem::take(&mut batch))) {
             return;

@@ -1,0 +1,190 @@
+//! Frames: a 4-byte little-endian length, then that many bytes of postcard. Frames longer than
+//! [`MAX_FRAME`] are refused on both sides, before anything is allocated for them.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The largest frame accepted: 64 MiB.
+pub const MAX_FRAME: usize = 64 << 20;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FrameError {
+    #[error("frame of {0} bytes is larger than the limit of {MAX_FRAME}")]
+    TooLarge(u64),
+    #[error("undecodable frame: {0}")]
+    Decode(String),
+}
+
+/// Appends `message` as one frame to `out`.
+pub fn encode_frame<T: Serialize>(message: &T, out: &mut Vec<u8>) -> Result<(), FrameError> {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    let result = postcard::to_io(message, &mut *out).map(|_| ());
+    let len = out.len() - start - 4;
+    if let Err(e) = result {
+        out.truncate(start);
+        return Err(FrameError::Decode(e.to_string()));
+    }
+    if len > MAX_FRAME {
+        out.truncate(start);
+        return Err(FrameError::TooLarge(len as u64));
+    }
+    out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
+    Ok(())
+}
+
+/// Collects bytes as they arrive and cuts them into frames.
+#[derive(Debug, Default)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already consumed.
+    start: usize,
+}
+
+impl FrameDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds bytes read from the peer.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.start > 0 && self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next complete frame, `Ok(None)` if more bytes are needed, or an error if the stream is
+    /// corrupt (after which the connection should be dropped).
+    pub fn decode<T: DeserializeOwned>(&mut self) -> Result<Option<T>, FrameError> {
+        let pending = &self.buf[self.start..];
+        if pending.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes(pending[..4].try_into().expect("4 bytes")) as usize;
+        if len > MAX_FRAME {
+            return Err(FrameError::TooLarge(len as u64));
+        }
+        if pending.len() < 4 + len {
+            return Ok(None);
+        }
+        let body = &pending[4..4 + len];
+        let message = postcard::from_bytes(body).map_err(|e| FrameError::Decode(e.to_string()))?;
+        self.start += 4 + len;
+        // Keep the buffer from growing without bound on a long stream.
+        if self.start > (1 << 20) && self.start * 2 > self.buf.len() {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        Ok(Some(message))
+    }
+
+    /// Bytes received but not yet decoded.
+    pub fn pending(&self) -> usize {
+        self.buf.len() - self.start
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        Budget, FromWorker, Job, JobId, JobReport, MasterFrame, NodeBytes, ReportBatch, Returned, ToWorker, WorkerFrame,
+    };
+    use proptest::prelude::*;
+
+    fn samples() -> Vec<WorkerFrame> {
+        let report = JobReport {
+            id: JobId(7),
+            visited: 100,
+            leaves: Some(60),
+            max_depth: None,
+            outputs: 2,
+            returned: 1,
+            output_bytes: 6,
+            elapsed_ns: 12345,
+        };
+        vec![
+            WorkerFrame::Hello { threads: 4, nonce: [9; 32] },
+            WorkerFrame::Auth { tag: [1; 32] },
+            WorkerFrame::Message {
+                thread: 3,
+                message: FromWorker::Reports(ReportBatch {
+                    reports: vec![report],
+                    returned: vec![Returned { depth: 5, node: NodeBytes::from_slice(&[1, 2, 3]) }],
+                    output: b"a\nbb\n\n".to_vec(),
+                }),
+            },
+            WorkerFrame::Pong { seq: u64::MAX },
+        ]
+    }
+
+    #[test]
+    fn frames_decode_when_split_at_every_byte_offset() {
+        let mut stream = Vec::new();
+        for f in samples() {
+            encode_frame(&f, &mut stream).unwrap();
+        }
+        for cut in 0..=stream.len() {
+            let mut d = FrameDecoder::new();
+            let mut got = Vec::new();
+            for part in [&stream[..cut], &stream[cut..]] {
+                d.feed(part);
+                while let Some(f) = d.decode::<WorkerFrame>().unwrap() {
+                    got.push(f);
+                }
+            }
+            assert_eq!(got, samples(), "cut at {cut}");
+            assert_eq!(d.pending(), 0);
+        }
+        // Byte by byte.
+        let mut d = FrameDecoder::new();
+        let mut got = Vec::new();
+        for b in &stream {
+            d.feed(std::slice::from_ref(b));
+            while let Some(f) = d.decode::<WorkerFrame>().unwrap() {
+                got.push(f);
+            }
+        }
+        assert_eq!(got, samples());
+    }
+
+    #[test]
+    fn an_oversized_length_is_refused_before_its_bytes_arrive() {
+        let mut d = FrameDecoder::new();
+        d.feed(&u32::MAX.to_le_bytes());
+        assert_eq!(d.decode::<WorkerFrame>(), Err(FrameError::TooLarge(u32::MAX as u64)));
+        let mut d = FrameDecoder::new();
+        d.feed(b"GET / HTTP/1.1\r\n");
+        assert!(matches!(d.decode::<WorkerFrame>(), Err(FrameError::TooLarge(_))));
+    }
+
+    #[test]
+    fn a_frame_too_large_to_send_is_refused_and_leaves_the_buffer_as_it_was() {
+        let big = MasterFrame::Message {
+            thread: 0,
+            message: ToWorker::Jobs(vec![Job {
+                id: JobId(1),
+                depth: 0,
+                budget: Budget(1),
+                max_depth: None,
+                node: NodeBytes::from_slice(&vec![0u8; MAX_FRAME]),
+            }]),
+        };
+        let mut out = vec![1, 2, 3];
+        assert!(matches!(encode_frame(&big, &mut out), Err(FrameError::TooLarge(_))));
+        assert_eq!(out, vec![1, 2, 3]);
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 0..8)) {
+            let mut d = FrameDecoder::new();
+            for c in chunks {
+                d.feed(&c);
+                while let Ok(Some(_)) = d.decode::<WorkerFrame>() {}
+            }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! The TCP conversation between the master and a remote worker process.
+//!
+//! Each side first sends a 12-byte [`Preamble`] (magic and protocol version), so that a stranger or a
+//! different version is recognised before anything else is read. Then each side sends frames
+//! (see [`crate::codec`]): the worker [`WorkerFrame`]s, the master [`MasterFrame`]s.
+//!
+//! The handshake, in order:
+//! 1. worker: `Hello` (its threads and a fresh nonce);
+//! 2. master: `Challenge` (a fresh nonce, and proof that it knows the token: an HMAC over both nonces);
+//! 3. worker: `Auth` (its own HMAC over both nonces);
+//! 4. master: `Welcome` (the tree to build and the run's settings), or `Refused` with the reason.
+//!
+//! The token itself never crosses the wire. After `Welcome`, messages flow as `Message` frames tagged
+//! with the worker thread they concern; the master sends `Ping` every heartbeat and the worker answers
+//! `Pong`, so each side notices a silent peer.
+
+use crate::{FromWorker, ToWorker, TreeSpec};
+use serde::{Deserialize, Serialize};
+
+pub const MAGIC: [u8; 8] = *b"bts-wire";
+pub const PROTOCOL_VERSION: u32 = 1;
+pub const PREAMBLE_LEN: usize = 12;
+
+/// Magic and version, sent first by both sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preamble {
+    pub version: u32,
+}
+
+impl Preamble {
+    pub const CURRENT: Preamble = Preamble { version: PROTOCOL_VERSION };
+
+    pub fn to_bytes(self) -> [u8; PREAMBLE_LEN] {
+        let mut b = [0u8; PREAMBLE_LEN];
+        b[..8].copy_from_slice(&MAGIC);
+        b[8..].copy_from_slice(&self.version.to_le_bytes());
+        b
+    }
+
+    /// `None` when the bytes do not start with the magic: the peer does not speak bts.
+    pub fn parse(bytes: &[u8; PREAMBLE_LEN]) -> Option<Preamble> {
+        (bytes[..8] == MAGIC).then(|| Preamble { version: u32::from_le_bytes(bytes[8..].try_into().expect("4 bytes")) })
+    }
+}
+
+pub type Nonce = [u8; 32];
+pub type Tag = [u8; 32];
+
+/// What a worker process sends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WorkerFrame {
+    Hello { threads: u32, nonce: Nonce },
+    Auth { tag: Tag },
+    Message { thread: u32, message: FromWorker },
+    Pong { seq: u64 },
+}
+
+/// Run settings a worker needs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    pub tree: TreeSpec,
+    /// Send output records (false with `--count-only`).
+    pub keep_output: bool,
+    /// The master pings this often; a worker that hears nothing for `silence_ms` gives up on it.
+    pub heartbeat_ms: u64,
+    pub silence_ms: u64,
+}
+
+/// What the master sends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MasterFrame {
+    Challenge { nonce: Nonce, tag: Tag },
+    Welcome(Welcome),
+    Refused { reason: String },
+    Message { thread: u32, message: ToWorker },
+    Ping { seq: u64 },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preamble_round_trips_and_rejects_strangers() {
+        let bytes = Preamble::CURRENT.to_bytes();
+        assert_eq!(Preamble::parse(&bytes), Some(Preamble::CURRENT));
+        assert_eq!(Preamble::parse(b"GET / HTTP/1"), None);
+        let mut other = bytes;
+        other[8] = 7;
+        assert_eq!(Preamble::parse(&other), Some(Preamble { version: 7 }));
+    }
+}

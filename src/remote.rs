@@ -1,0 +1,142 @@
+//! Remote workers for a run: listening, the address file, and what a worker process is told.
+
+use crate::RunError;
+use crate::run::ListenOptions;
+use bts_master::Event;
+use bts_master::net::{NetConfig, Server};
+use bts_protocol::{TreeSpec, Welcome};
+use bts_worker::RunnerSettings;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::path::Path;
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+/// A listening master; [`finish`](Listening::finish) when the run is over.
+pub struct Listening {
+    server: Server,
+    address_file: Option<std::path::PathBuf>,
+    rendezvous: bool,
+}
+
+impl Listening {
+    /// Says goodbye to the remote workers, and removes the address file, or marks a rendezvous file
+    /// `finished` so that ranks that start late do not wait for a master that is gone.
+    pub fn finish(self) {
+        self.server.finish(Duration::from_secs(5));
+        match self.address_file {
+            Some(f) if self.rendezvous => {
+                if let Err(e) = write_atomically(&f, "finished\n", true) {
+                    tracing::warn!("cannot mark the rendezvous file {} finished: {e}", f.display());
+                }
+            }
+            Some(f) => {
+                let _ = std::fs::remove_file(f);
+            }
+            None => {}
+        }
+    }
+}
+
+/// True if every address `address` stands for is a loopback one.
+pub fn is_loopback(address: &str) -> bool {
+    match address.to_socket_addrs() {
+        Ok(addrs) => {
+            let addrs: Vec<SocketAddr> = addrs.collect();
+            !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback())
+        }
+        Err(_) => false,
+    }
+}
+
+pub fn serve(
+    listen: &ListenOptions,
+    tree: &TreeSpec,
+    settings: RunnerSettings,
+    events: &Sender<Event>,
+    first_id: u64,
+) -> Result<Listening, RunError> {
+    let failed = |source| RunError::Listen { address: listen.address.clone(), source };
+    if listen.token.is_empty() && !is_loopback(&listen.address) {
+        return Err(RunError::Setup(format!(
+            "refusing to listen on {} beyond loopback without a token (--token-file)",
+            listen.address
+        )));
+    }
+    if listen.rendezvous
+        && let Some(file) = &listen.address_file
+    {
+        // Whatever an earlier run left there is not this run's address.
+        let _ = std::fs::remove_file(file);
+    }
+    let listener = TcpListener::bind(&listen.address).map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
+    let timeout = listen.worker_timeout;
+    let config = NetConfig {
+        token: listen.token.clone(),
+        welcome: Welcome {
+            tree: tree.clone(),
+            keep_output: settings.keep_output,
+            heartbeat_ms: (timeout / 5).clamp(Duration::from_millis(50), Duration::from_secs(1)).as_millis() as u64,
+            silence_ms: timeout.as_millis() as u64,
+        },
+        max_connections: listen.max_connections,
+        handshake_timeout: Duration::from_secs(10),
+    };
+    let server = Server::start(listener, config, events.clone(), first_id).map_err(failed)?;
+    let advertised = advertised(bound);
+    tracing::info!("listening for remote workers on {bound} (advertised as {advertised})");
+    if let Some(file) = &listen.address_file {
+        let token = listen.token_in_address_file.then_some(listen.token.as_slice());
+        write_address_file(file, &advertised, token)
+            .map_err(|e| RunError::Setup(format!("cannot write the address file {}: {e}", file.display())))?;
+    }
+    Ok(Listening { server, address_file: listen.address_file.clone(), rendezvous: listen.rendezvous })
+}
+
+/// The address other hosts should connect to: the bound one, or this host's name when bound to
+/// every interface.
+fn advertised(bound: SocketAddr) -> String {
+    if bound.ip().is_unspecified() { format!("{}:{}", host_name(), bound.port()) } else { bound.to_string() }
+}
+
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its whole length, and gethostname writes at most that much.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..len]) {
+        Ok(name) if ok && !name.is_empty() => name.to_string(),
+        _ => "localhost".to_string(),
+    }
+}
+
+/// Writes `address` (and `token <hex>` on a second line), readable by the owner only when it holds
+/// the token.
+fn write_address_file(path: &Path, address: &str, token: Option<&[u8]>) -> std::io::Result<()> {
+    let mut text = format!("{address}\n");
+    if let Some(t) = token {
+        text += &format!("token {}\n", hex(t));
+    }
+    write_atomically(path, &text, token.is_some())
+}
+
+/// Replaces `path` with `text` in one step (a reader sees the old or the new file, never half).
+fn write_atomically(path: &Path, text: &str, private: bool) -> std::io::Result<()> {
+    let tmp =
+        path.with_file_name(format!(".{}.tmp", path.file_name().map_or("address".into(), |n| n.to_string_lossy())));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    if private {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut f = options.open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

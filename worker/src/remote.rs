@@ -1,0 +1,407 @@
+//! A worker process serving a remote master over TCP: connect (retrying for a while), the
+//! handshake, then one [`run_worker`] loop per thread, fed and drained through the connection.
+
+use crate::{RunnerSettings, Searcher, WorkerLoop, run_worker};
+use bts_protocol::codec::{FrameDecoder, MAX_FRAME, encode_frame};
+use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
+use bts_protocol::{
+    FromWorker, JobFailure, MasterFrame, Preamble, ReportBatch, ToWorker, TreeSpec, Welcome, WorkerFrame, auth,
+};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::{Duration, Instant};
+
+/// Where the master is.
+#[derive(Clone, Debug)]
+pub enum MasterAddress {
+    /// `host:port`.
+    Fixed(String),
+    /// A file the master writes (`--address-file`, or a cluster launch's rendezvous file): the
+    /// address on its first line, and possibly `token <hex>` on the second. Waited for, and read
+    /// again before every attempt, so a stale file from an earlier run is soon replaced.
+    File(PathBuf),
+    /// The rendezvous file of a cluster launch: as `File`, and a file that says `finished` (written
+    /// since this process started) means the run ended before this worker could join.
+    Rendezvous(PathBuf),
+}
+
+/// Where and how to work.
+#[derive(Clone, Debug)]
+pub struct RemoteOptions {
+    pub master: MasterAddress,
+    /// The shared token (empty if the master has none); a token in the address file wins.
+    pub token: Vec<u8>,
+    pub threads: u32,
+    /// Keep trying to connect (and waiting for the address file) this long.
+    pub retry_for: Duration,
+}
+
+/// Why a worker process stopped before the run ended.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The master refused this worker, or is not one it can trust (wrong token or version).
+    #[error("{0}")]
+    Refused(String),
+    /// The master's tree cannot be built here.
+    #[error("{0}")]
+    Tree(String),
+    /// The master could not be reached.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The master went away or broke the protocol during the run.
+    #[error("{0}")]
+    Lost(String),
+}
+
+/// Builds the tree a master names, from the same registry the master uses.
+pub type BuildTree<'a> = dyn Fn(&TreeSpec) -> Result<Arc<dyn Searcher>, String> + 'a;
+
+/// How long the handshake may take once connected.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Works for the master at `options.address` until its run ends. `build` makes the tree the master
+/// names (from the same registry the master uses).
+pub fn work_for(
+    options: &RemoteOptions,
+    build: &BuildTree<'_>,
+) -> Result<(), RemoteError> {
+    let Some((stream, welcome, mut decoder)) = join(options)? else {
+        tracing::info!("the run ended before this worker could join");
+        return Ok(());
+    };
+    tracing::info!(tree = %welcome.tree.command_line(), "joined the run");
+    let searcher = build(&welcome.tree).map_err(|e| {
+        RemoteError::Tree(format!("cannot build the master's tree '{}': {e}", welcome.tree.command_line()))
+    })?;
+    let settings = RunnerSettings { keep_output: welcome.keep_output };
+
+    let stream = Arc::new(stream);
+    let (frames_tx, frames_rx) = mpsc::channel::<WorkerFrame>();
+    let writer = {
+        let stream = Arc::clone(&stream);
+        std::thread::Builder::new()
+            .name("bts-writer".into())
+            .spawn(move || write_loop(&stream, &frames_rx))
+            .map_err(|e| RemoteError::Lost(format!("cannot start a thread: {e}")))?
+    };
+    let mut inboxes = Vec::new();
+    let mut threads = Vec::new();
+    for t in 0..options.threads {
+        let mut runner = searcher.runner(settings).map_err(RemoteError::Tree)?;
+        let (inbox_tx, inbox_rx) = mpsc::channel::<ToWorker>();
+        inboxes.push(inbox_tx);
+        let frames = frames_tx.clone();
+        let thread = std::thread::Builder::new().name(format!("bts-worker-{t}")).spawn(move || {
+            let mut send = |message| frames.send(WorkerFrame::Message { thread: t, message }).is_ok();
+            run_worker(&mut *runner, &inbox_rx, &mut send, WorkerLoop::default());
+        });
+        threads.push(thread.map_err(|e| RemoteError::Lost(format!("cannot start a thread: {e}")))?);
+    }
+
+    let result = read_loop(&stream, &mut decoder, &welcome, &inboxes, &frames_tx);
+    // Let the threads finish their current jobs and go, then the writer.
+    drop(inboxes);
+    for t in threads {
+        let _ = t.join();
+    }
+    drop(frames_tx);
+    let _ = writer.join();
+    let _ = stream.shutdown(Shutdown::Both);
+    result
+}
+
+/// What a master's address file says.
+enum AddressFile {
+    /// Not there (yet).
+    Missing,
+    /// The run it announced is over; written at the given time.
+    Finished(std::time::SystemTime),
+    /// Where the master listens, and its token if the file gives one.
+    Address(String, Option<Vec<u8>>),
+}
+
+fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(AddressFile::Missing),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let Some(address) = lines.next() else { return Ok(AddressFile::Missing) };
+    if address == "finished" {
+        let written = std::fs::metadata(path).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+        return Ok(AddressFile::Finished(written));
+    }
+    let token = match lines.next() {
+        Some(line) => match line.strip_prefix("token ").and_then(unhex) {
+            Some(t) => Some(t),
+            None => return Err(format!("{}: the second line is not 'token <hex>'", path.display())),
+        },
+        None => None,
+    };
+    Ok(AddressFile::Address(address.to_string(), token))
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+/// Connects and completes the handshake, retrying until `options.retry_for` has passed (a master
+/// that is still starting, or one that ends its run while this worker says hello); `None` if the
+/// run ended before this worker could join.
+fn join(options: &RemoteOptions) -> Result<Option<(TcpStream, Welcome, FrameDecoder)>, RemoteError> {
+    let started = std::time::SystemTime::now();
+    let deadline = Instant::now() + options.retry_for;
+    loop {
+        let Some((mut stream, address, token)) = connect(options, started, deadline)? else { return Ok(None) };
+        let _ = stream.set_nodelay(true);
+        match handshake(&mut stream, &address, &token, options.threads) {
+            Ok((welcome, decoder)) => return Ok(Some((stream, welcome, decoder))),
+            Err(RemoteError::Lost(e)) if Instant::now() < deadline => {
+                tracing::debug!("the handshake with {address} failed ({e}); trying again");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A cluster launch's ranks start within this long of each other: a `finished` rendezvous file older
+/// than this process by more is left over from an earlier run.
+const LAUNCH_SKEW: Duration = Duration::from_secs(10);
+
+/// Connects, retrying until `deadline`; returns the stream, the address and the token to use, or
+/// `None` if the rendezvous file says the run ended (since `started`, when this worker began).
+fn connect(
+    options: &RemoteOptions,
+    started: std::time::SystemTime,
+    deadline: Instant,
+) -> Result<Option<(TcpStream, String, Vec<u8>)>, RemoteError> {
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let file = match &options.master {
+            MasterAddress::Fixed(a) => AddressFile::Address(a.clone(), None),
+            MasterAddress::File(path) | MasterAddress::Rendezvous(path) => {
+                read_address_file(path).map_err(RemoteError::Refused)?
+            }
+        };
+        let (address, token) = match file {
+            AddressFile::Address(a, t) => (a, t.unwrap_or_else(|| options.token.clone())),
+            AddressFile::Finished(written)
+                if matches!(options.master, MasterAddress::Rendezvous(_)) && written + LAUNCH_SKEW >= started =>
+            {
+                return Ok(None);
+            }
+            AddressFile::Missing | AddressFile::Finished(_) if Instant::now() >= deadline => {
+                return Err(RemoteError::Unreachable("the master's address file did not appear".into()));
+            }
+            AddressFile::Missing | AddressFile::Finished(_) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(500));
+                continue;
+            }
+        };
+        let attempt = address.to_socket_addrs().and_then(|addrs| {
+            let mut last = io::Error::new(io::ErrorKind::NotFound, "the name resolves to no address");
+            for a in addrs {
+                match TcpStream::connect_timeout(&a, Duration::from_secs(5)) {
+                    Ok(s) => return Ok(s),
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        });
+        match attempt {
+            Ok(s) => return Ok(Some((s, address, token))),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(RemoteError::Unreachable(format!("cannot connect to the master at {address}: {e}")));
+            }
+            Err(e) => tracing::debug!("cannot connect to {address} yet: {e}"),
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(500));
+    }
+}
+
+fn handshake(
+    stream: &mut TcpStream,
+    address: &str,
+    token: &[u8],
+    threads: u32,
+) -> Result<(Welcome, FrameDecoder), RemoteError> {
+    let lost = |e: io::Error| RemoteError::Lost(format!("the connection failed during the handshake: {e}"));
+    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(lost)?;
+    stream.write_all(&Preamble::CURRENT.to_bytes()).map_err(lost)?;
+    let worker_nonce = auth::nonce();
+    send(stream, &WorkerFrame::Hello { threads, nonce: worker_nonce }).map_err(lost)?;
+    let mut preamble = [0u8; PREAMBLE_LEN];
+    stream.read_exact(&mut preamble).map_err(lost)?;
+    let Some(theirs) = Preamble::parse(&preamble) else {
+        return Err(RemoteError::Refused(format!("{address} is not a bts master")));
+    };
+    if theirs.version != PROTOCOL_VERSION {
+        return Err(RemoteError::Refused(format!(
+            "the master speaks protocol version {}, this worker version {PROTOCOL_VERSION}: run the same bts on both",
+            theirs.version
+        )));
+    }
+    let mut decoder = FrameDecoder::new();
+    let master_nonce = match read_frame(stream, &mut decoder)? {
+        MasterFrame::Challenge { nonce, tag } if auth::verify_master(token, &worker_nonce, &nonce, &tag) => nonce,
+        MasterFrame::Challenge { .. } => {
+            return Err(RemoteError::Refused("wrong token: the master does not prove the same token".into()));
+        }
+        other => return Err(unexpected(&other)),
+    };
+    let tag = auth::worker_tag(token, &master_nonce, &worker_nonce);
+    send(stream, &WorkerFrame::Auth { tag }).map_err(lost)?;
+    match read_frame(stream, &mut decoder)? {
+        MasterFrame::Welcome(w) => Ok((w, decoder)),
+        MasterFrame::Refused { reason } => {
+            Err(RemoteError::Refused(format!("the master refused this worker: {reason}")))
+        }
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn unexpected(frame: &MasterFrame) -> RemoteError {
+    let name = match frame {
+        MasterFrame::Challenge { .. } => "Challenge",
+        MasterFrame::Welcome(_) => "Welcome",
+        MasterFrame::Refused { .. } => "Refused",
+        MasterFrame::Message { .. } => "Message",
+        MasterFrame::Ping { .. } => "Ping",
+    };
+    RemoteError::Lost(format!("the master broke the protocol: an unexpected {name} frame"))
+}
+
+fn read_frame(stream: &mut TcpStream, decoder: &mut FrameDecoder) -> Result<MasterFrame, RemoteError> {
+    let mut buf = [0u8; 4096];
+    loop {
+        match decoder.decode::<MasterFrame>() {
+            Ok(Some(f)) => return Ok(f),
+            Ok(None) => {}
+            Err(e) => return Err(RemoteError::Lost(format!("the master sent a bad frame: {e}"))),
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => return Err(RemoteError::Lost("the master closed the connection during the handshake".into())),
+            Ok(n) => decoder.feed(&buf[..n]),
+            Err(e) => return Err(RemoteError::Lost(format!("the connection failed during the handshake: {e}"))),
+        }
+    }
+}
+
+fn send(stream: &mut TcpStream, frame: &WorkerFrame) -> io::Result<()> {
+    let mut out = Vec::new();
+    encode_frame(frame, &mut out).map_err(io::Error::other)?;
+    stream.write_all(&out)
+}
+
+/// Delivers the master's messages to the threads and answers pings, until the run ends (every
+/// thread told to finish and the connection closed) or the master is lost.
+fn read_loop(
+    stream: &TcpStream,
+    decoder: &mut FrameDecoder,
+    welcome: &Welcome,
+    inboxes: &[Sender<ToWorker>],
+    frames: &Sender<WorkerFrame>,
+) -> Result<(), RemoteError> {
+    let silence = Duration::from_millis(welcome.silence_ms.max(1));
+    stream.set_read_timeout(Some(silence)).map_err(|e| RemoteError::Lost(e.to_string()))?;
+    let mut finished = vec![false; inboxes.len()];
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        loop {
+            match decoder.decode::<MasterFrame>() {
+                Ok(Some(MasterFrame::Message { thread, message })) => {
+                    let Some(inbox) = inboxes.get(thread as usize) else {
+                        return Err(RemoteError::Lost(format!(
+                            "the master wrote to thread {thread} of {}",
+                            inboxes.len()
+                        )));
+                    };
+                    if message == ToWorker::Finish {
+                        finished[thread as usize] = true;
+                    }
+                    let _ = inbox.send(message);
+                }
+                Ok(Some(MasterFrame::Ping { seq })) => {
+                    let _ = frames.send(WorkerFrame::Pong { seq });
+                }
+                Ok(Some(other)) => return Err(unexpected(&other)),
+                Ok(None) => break,
+                Err(e) => return Err(RemoteError::Lost(format!("the master sent a bad frame: {e}"))),
+            }
+        }
+        match (&*stream).read(&mut buf) {
+            Ok(0) if finished.iter().all(|&f| f) => return Ok(()),
+            Ok(0) => return Err(RemoteError::Lost("the master closed the connection before the run ended".into())),
+            Ok(n) => decoder.feed(&buf[..n]),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(RemoteError::Lost(format!(
+                    "no word from the master for {:.0} s: it is gone or unreachable",
+                    silence.as_secs_f64()
+                )));
+            }
+            Err(e) => return Err(RemoteError::Lost(format!("the connection to the master failed: {e}"))),
+        }
+    }
+}
+
+/// Sends the threads' frames, batching whatever is waiting into one write.
+fn write_loop(stream: &TcpStream, frames: &Receiver<WorkerFrame>) {
+    let mut out = Vec::with_capacity(64 * 1024);
+    while let Ok(frame) = frames.recv() {
+        push(frame, &mut out);
+        while out.len() < (1 << 20) {
+            match frames.try_recv() {
+                Ok(frame) => push(frame, &mut out),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = (&*stream).write_all(&out) {
+            tracing::debug!("cannot write to the master: {e}");
+            let _ = stream.shutdown(Shutdown::Both);
+            return;
+        }
+        out.clear();
+    }
+}
+
+/// Appends a frame. A batch of reports too large for one frame is sent report by report, and a
+/// single report too large becomes a failure of its job, so that the run stops with a clear error
+/// instead of the job being lost.
+fn push(frame: WorkerFrame, out: &mut Vec<u8>) {
+    let error = match encode_frame(&frame, out) {
+        Ok(()) => return,
+        Err(e) => e,
+    };
+    let WorkerFrame::Message { thread, message: FromWorker::Reports(batch) } = frame else {
+        tracing::error!("cannot send a frame to the master: {error}");
+        return;
+    };
+    let ReportBatch { reports, returned, output } = batch;
+    let (mut returned, mut output_at) = (returned.into_iter(), 0usize);
+    for report in reports {
+        let nodes: Vec<_> = returned.by_ref().take(report.returned as usize).collect();
+        let end = output_at + report.output_bytes as usize;
+        let single =
+            ReportBatch { reports: vec![report.clone()], returned: nodes, output: output[output_at..end].to_vec() };
+        output_at = end;
+        let frame = WorkerFrame::Message { thread, message: FromWorker::Reports(single) };
+        if encode_frame(&frame, out).is_err() {
+            let failure = JobFailure {
+                id: report.id,
+                node: "(not kept)".into(),
+                message: format!("its report is larger than the {} MiB frame limit", MAX_FRAME >> 20),
+            };
+            let _ = encode_frame(&WorkerFrame::Message { thread, message: FromWorker::Failed(failure) }, out);
+        }
+    }
+}
