@@ -81,7 +81,7 @@ pub fn serve(
             silence_ms: timeout.as_millis() as u64,
         },
         max_connections: listen.max_connections,
-        handshake_timeout: Duration::from_secs(10),
+        handshake_timeout: timeout,
     };
     let server = Server::start(listener, config, events.clone(), first_id).map_err(failed)?;
     let advertised = advertised(bound);

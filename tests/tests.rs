@@ -6,3 +6,4 @@ mod checkpoints;
 mod cli;
 mod examples;
 mod library;
+mod remote;

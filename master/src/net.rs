@@ -122,6 +122,9 @@ impl Drop for Active {
 }
 
 fn accept_loop(listener: TcpListener, shared: Shared, stop: Arc<AtomicBool>) {
+    // Refusals are logged at most once a second, with how many there were.
+    let mut refused = 0u64;
+    let mut last_refusal_log: Option<Instant> = None;
     for stream in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             return;
@@ -137,7 +140,13 @@ fn accept_loop(listener: TcpListener, shared: Shared, stop: Arc<AtomicBool>) {
         let peer = stream.peer_addr().map_or_else(|_| "an unknown peer".to_string(), |a| a.to_string());
         if shared.active.fetch_add(1, Ordering::SeqCst) >= shared.config.max_connections {
             shared.active.fetch_sub(1, Ordering::SeqCst);
-            tracing::warn!(%peer, "refused: already {} connections", shared.config.max_connections);
+            refused += 1;
+            if last_refusal_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                let max = shared.config.max_connections;
+                tracing::warn!(%peer, "refused: already {max} connections ({refused} refused since the last such line)");
+                refused = 0;
+                last_refusal_log = Some(Instant::now());
+            }
             continue;
         }
         let active = Active(Arc::clone(&shared.active));
@@ -191,7 +200,10 @@ fn serve_connection(mut stream: TcpStream, peer: &str, shared: &Shared, _active:
     drop(tx);
     let silence = Duration::from_millis(config.welcome.silence_ms);
     let reason = read_loop(&stream, &mut decoder, silence, first, threads, &shared.events, &ping);
-    tracing::info!(%peer, first_worker = first, "remote worker left: {reason}");
+    match reason {
+        Ended::Closed => tracing::info!(%peer, first_worker = first, "remote worker left"),
+        Ended::Broken(why) => tracing::warn!(%peer, first_worker = first, "remote worker dropped: {why}"),
+    }
     let _ = stream.shutdown(Shutdown::Both);
     for t in 0..threads {
         let _ = shared.events.send(Event::Disconnected(first + u64::from(t)));
@@ -220,7 +232,10 @@ fn handshake(stream: &mut TcpStream, config: &NetConfig) -> Result<(u32, FrameDe
     let master_nonce = auth::nonce();
     let tag = auth::master_tag(&config.token, &worker_nonce, &master_nonce);
     send_frame(stream, &MasterFrame::Challenge { nonce: master_nonce, tag })?;
-    match read_frame::<WorkerFrame>(stream, &mut decoder, deadline)? {
+    let answer = read_frame::<WorkerFrame>(stream, &mut decoder, deadline).map_err(|e| {
+        format!("{e}, after the challenge (the worker does not accept this master's token: they differ)")
+    })?;
+    match answer {
         WorkerFrame::Auth { tag } if auth::verify_worker(&config.token, &master_nonce, &worker_nonce, &tag) => {}
         WorkerFrame::Auth { .. } => {
             let _ = send_frame(stream, &MasterFrame::Refused { reason: "wrong token".into() });
@@ -291,6 +306,14 @@ fn send_frame(stream: &mut TcpStream, frame: &MasterFrame) -> Result<(), String>
 /// The last ping sent: its number and when.
 type LastPing = Mutex<Option<(u64, Instant)>>;
 
+/// How a connection ended.
+enum Ended {
+    /// The worker hung up, or the run is over.
+    Closed,
+    /// Silence, a broken connection or a protocol violation.
+    Broken(String),
+}
+
 /// Reads frames until the connection ends; returns why it ended.
 fn read_loop(
     stream: &TcpStream,
@@ -300,9 +323,9 @@ fn read_loop(
     threads: u32,
     events: &Sender<Event>,
     ping: &LastPing,
-) -> String {
+) -> Ended {
     if let Err(e) = stream.set_read_timeout(Some(silence)) {
-        return e.to_string();
+        return Ended::Broken(e.to_string());
     }
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -310,11 +333,11 @@ fn read_loop(
             match decoder.decode::<WorkerFrame>() {
                 Ok(Some(WorkerFrame::Message { thread, message })) if thread < threads => {
                     if events.send(Event::Message(first + u64::from(thread), message)).is_err() {
-                        return "the run is over".into();
+                        return Ended::Closed;
                     }
                 }
                 Ok(Some(WorkerFrame::Message { thread, .. })) => {
-                    return format!("a message for thread {thread} of {threads}");
+                    return Ended::Broken(format!("a message for thread {thread} of {threads}"));
                 }
                 Ok(Some(WorkerFrame::Pong { seq })) => {
                     let sent = *ping.lock().unwrap_or_else(|e| e.into_inner());
@@ -327,18 +350,20 @@ fn read_loop(
                         }
                     }
                 }
-                Ok(Some(other)) => return format!("out of order: {} after the handshake", frame_name(&other)),
+                Ok(Some(other)) => {
+                    return Ended::Broken(format!("out of order: {} after the handshake", frame_name(&other)));
+                }
                 Ok(None) => break,
-                Err(e) => return e.to_string(),
+                Err(e) => return Ended::Broken(e.to_string()),
             }
         }
         match (&*stream).read(&mut buf) {
-            Ok(0) => return "connection closed".into(),
+            Ok(0) => return Ended::Closed,
             Ok(n) => decoder.feed(&buf[..n]),
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                return format!("silent for {:.1} s", silence.as_secs_f64());
+                return Ended::Broken(format!("silent for {:.1} s", silence.as_secs_f64()));
             }
-            Err(e) => return e.to_string(),
+            Err(e) => return Ended::Broken(e.to_string()),
         }
     }
 }

@@ -64,10 +64,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Works for the master at `options.address` until its run ends. `build` makes the tree the master
 /// names (from the same registry the master uses).
-pub fn work_for(
-    options: &RemoteOptions,
-    build: &BuildTree<'_>,
-) -> Result<(), RemoteError> {
+pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), RemoteError> {
     let Some((stream, welcome, mut decoder)) = join(options)? else {
         tracing::info!("the run ended before this worker could join");
         return Ok(());
@@ -183,7 +180,7 @@ fn connect(
     started: std::time::SystemTime,
     deadline: Instant,
 ) -> Result<Option<(TcpStream, String, Vec<u8>)>, RemoteError> {
-    let mut pause = Duration::from_millis(20);
+    let mut pause = Duration::from_millis(5);
     loop {
         let file = match &options.master {
             MasterAddress::Fixed(a) => AddressFile::Address(a.clone(), None),
@@ -203,7 +200,7 @@ fn connect(
             }
             AddressFile::Missing | AddressFile::Finished(_) => {
                 std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(500));
+                pause = (pause * 2).min(Duration::from_millis(200));
                 continue;
             }
         };
@@ -225,7 +222,7 @@ fn connect(
             Err(e) => tracing::debug!("cannot connect to {address} yet: {e}"),
         }
         std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(500));
+        pause = (pause * 2).min(Duration::from_millis(200));
     }
 }
 

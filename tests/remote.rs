@@ -1,0 +1,429 @@
+//! Remote workers end to end: real master and worker processes on loopback, killed, stopped and
+//! attacked.
+
+use crate::util::*;
+use bts_protocol::codec::encode_frame;
+use bts_protocol::{FromWorker, Preamble, ReportBatch, WorkerFrame};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A master process listening on loopback, with its stderr collected.
+struct Master {
+    child: Child,
+    address: String,
+    dir: tempfile::TempDir,
+    log: std::thread::JoinHandle<String>,
+}
+
+impl Master {
+    /// Starts `bts run --listen 127.0.0.1:0 --address-file ... ARGS` and waits for its address.
+    fn start(args: &[&str]) -> Master {
+        Self::start_with(Command::new(env!("CARGO_BIN_EXE_bts")), args)
+    }
+
+    fn start_with(mut command: Command, args: &[&str]) -> Master {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("address");
+        let summary = dir.path().join("summary.json");
+        command.args(["run", "--listen", "127.0.0.1:0", "--address-file", file.to_str().unwrap()]);
+        command.args(["--summary-json", summary.to_str().unwrap()]).args(args);
+        let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        // Drain the log as it comes, so that a chatty master never blocks on a full pipe.
+        let mut stderr = child.stderr.take().unwrap();
+        let log = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let address = loop {
+            if let Ok(text) = std::fs::read_to_string(&file)
+                && !text.trim().is_empty()
+            {
+                break text.trim().to_string();
+            }
+            assert!(Instant::now() < deadline, "the master never wrote its address");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        Master { child, address, dir, log }
+    }
+
+    fn address_file(&self) -> PathBuf {
+        self.dir.path().join("address")
+    }
+
+    /// Waits for the master to end: its exit code, summary and log.
+    fn finish(mut self) -> (Option<i32>, Value, String) {
+        let status = wait_bounded(&mut self.child, Duration::from_secs(120));
+        let log = self.log.join().unwrap();
+        let summary = std::fs::read_to_string(self.dir.path().join("summary.json"))
+            .map(|t| serde_json::from_str(&t).unwrap())
+            .unwrap_or(Value::Null);
+        (status.code(), summary, log)
+    }
+}
+
+fn worker(args: &[&str]) -> Child {
+    bts_command().arg("worker").args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+fn worker_output(child: Child) -> (Option<i32>, String) {
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn token_file(dir: &Path, name: &str, token: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, token).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn assert_t1(summary: &Value) {
+    let got = (summary["nodes"].as_u64(), summary["leaves"].as_u64(), summary["max_depth"].as_u64());
+    assert_eq!(got, (Some(4_130_071), Some(3_305_118), Some(10)), "{summary}");
+}
+
+#[test]
+fn remote_workers_alone_count_exactly_and_commit_each_record_once() {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let out_s = out.path().to_str().unwrap().to_string();
+    let master = Master::start(&[
+        "--workers",
+        "0",
+        "--budget",
+        "20",
+        "--fixed-budget",
+        "--output",
+        &out_s,
+        "queens",
+        "--n",
+        "10",
+    ]);
+    let file = master.address_file();
+    let w1 = worker(&["--connect-file", file.to_str().unwrap(), "--threads", "2"]);
+    let w2 = worker(&["--connect", &master.address, "--threads", "1"]);
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(summary["outputs"], 724);
+    assert_eq!(summary["workers"], 3);
+    for w in [w1, w2] {
+        let (code, log) = worker_output(w);
+        assert_eq!(code, Some(0), "{log}");
+    }
+    let text = std::fs::read_to_string(out.path()).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort();
+    lines.dedup();
+    assert_eq!(lines.len(), 724);
+    assert_eq!(text.lines().count(), 724);
+}
+
+#[test]
+fn a_killed_remote_worker_loses_nothing_and_workers_may_join_late() {
+    let master = Master::start(&["--workers", "1", "uts", "--preset", "T1", "-g", "20"]);
+    let file = master.address_file();
+    let mut doomed = worker(&["--connect-file", file.to_str().unwrap(), "--threads", "2"]);
+    std::thread::sleep(Duration::from_millis(700));
+    signal(&doomed, "-KILL");
+    doomed.wait().unwrap();
+    let late = worker(&["--connect", &master.address, "--threads", "1"]);
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert_t1(&summary);
+    assert!(log.contains("worker lost; its jobs go back to the job list"), "{log}");
+    assert_eq!(summary["workers"], 4);
+    assert_eq!(worker_output(late).0, Some(0));
+}
+
+#[test]
+fn a_silent_remote_worker_is_dropped_and_its_jobs_done_again() {
+    let master = Master::start(&["--workers", "1", "--worker-timeout", "1", "uts", "--preset", "T1", "-g", "20"]);
+    let mut silent = worker(&["--connect", &master.address, "--threads", "1"]);
+    std::thread::sleep(Duration::from_millis(700));
+    signal(&silent, "-STOP");
+    let (code, summary, log) = master.finish();
+    signal(&silent, "-KILL");
+    silent.wait().unwrap();
+    assert_eq!(code, Some(0), "{log}");
+    assert_t1(&summary);
+    assert!(log.contains("silent for"), "{log}");
+}
+
+#[test]
+fn workers_exit_with_a_clear_message_when_the_master_dies() {
+    let mut master = Master::start(&["--workers", "0", "uts", "--preset", "T1", "-g", "20"]);
+    let w = worker(&["--connect", &master.address, "--threads", "1"]);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&master.child, "-KILL");
+    master.child.wait().unwrap();
+    let started = Instant::now();
+    let (code, log) = worker_output(w);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("master"), "{log}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+#[test]
+fn wrong_tokens_are_refused_with_exit_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let right = token_file(dir.path(), "right", "correct horse battery staple\n");
+    let wrong = token_file(dir.path(), "wrong", "Tr0ub4dor&3");
+    let master = Master::start(&["--workers", "1", "--token-file", &right, "uts", "--preset", "T1", "-g", "10"]);
+    let (code, log) = worker_output(worker(&["--connect", &master.address, "--token-file", &wrong]));
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("wrong token"), "{log}");
+    let (code, log) = worker_output(worker(&["--connect", &master.address]));
+    assert_eq!(code, Some(2), "{log}");
+    // The right token works (white space around it does not matter).
+    let ok = worker(&["--connect", &master.address, "--token-file", &right, "--threads", "1"]);
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert_t1(&summary);
+    assert!(log.contains("token"), "{log}");
+    assert_eq!(worker_output(ok).0, Some(0));
+}
+
+#[test]
+fn listening_beyond_loopback_needs_a_token() {
+    let o = bts(&["run", "--listen", "0.0.0.0:0", "queens", "--n", "4"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("without a token"), "{}", stderr(&o));
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), "t", "s3cret");
+    let o = bts(&["run", "--listen", "0.0.0.0:0", "--token-file", &token, "queens", "--n", "4"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = bts(&["run", "--workers", "0", "queens", "--n", "4"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = bts(&["worker"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// Opens a connection and sends `bytes`.
+fn send_raw(address: &str, bytes: &[u8]) -> TcpStream {
+    let mut s = TcpStream::connect(address).unwrap();
+    let _ = s.write_all(bytes);
+    s
+}
+
+/// A connection that has completed the handshake (the master has no token).
+fn handshake(address: &str) -> TcpStream {
+    use bts_protocol::MasterFrame;
+    use bts_protocol::auth;
+    use bts_protocol::codec::FrameDecoder;
+    let mut s = TcpStream::connect(address).unwrap();
+    let nonce = auth::nonce();
+    s.write_all(&Preamble::CURRENT.to_bytes()).unwrap();
+    s.write_all(&frame(&WorkerFrame::Hello { threads: 1, nonce })).unwrap();
+    let mut preamble = [0u8; 12];
+    s.read_exact(&mut preamble).unwrap();
+    let mut decoder = FrameDecoder::new();
+    let mut next = |s: &mut TcpStream| loop {
+        if let Some(f) = decoder.decode::<MasterFrame>().unwrap() {
+            return f;
+        }
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).unwrap();
+        decoder.feed(&buf[..n]);
+    };
+    let MasterFrame::Challenge { nonce: theirs, .. } = next(&mut s) else { panic!("no challenge") };
+    s.write_all(&frame(&WorkerFrame::Auth { tag: auth::worker_tag(b"", &theirs, &nonce) })).unwrap();
+    assert!(matches!(next(&mut s), MasterFrame::Welcome(_)));
+    s
+}
+
+fn frame(f: &WorkerFrame) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_frame(f, &mut out).unwrap();
+    out
+}
+
+#[test]
+fn bad_peers_are_dropped_with_a_log_line_and_the_run_goes_on() {
+    let master = Master::start(&["--workers", "1", "--worker-timeout", "3", "uts", "--preset", "T1", "-g", "30"]);
+    let addr = master.address.clone();
+    let preamble = Preamble::CURRENT.to_bytes();
+    let mut keep = Vec::new();
+    // Random bytes and an HTTP request.
+    let noise: Vec<u8> = (0..2000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    keep.push(send_raw(&addr, &noise));
+    keep.push(send_raw(&addr, b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    // A valid preamble, then a length prefix of 4 GiB.
+    keep.push(send_raw(&addr, &[&preamble[..], &u32::MAX.to_le_bytes()].concat()));
+    // A handshake that never finishes.
+    keep.push(send_raw(&addr, &preamble));
+    // Another protocol version: the master answers with its own preamble and hangs up.
+    let mut other = Preamble { version: 99 }.to_bytes().to_vec();
+    other.extend(frame(&WorkerFrame::Hello { threads: 1, nonce: [0; 32] }));
+    let mut old = send_raw(&addr, &other);
+    let mut answer = [0u8; 12];
+    old.read_exact(&mut answer).unwrap();
+    assert_eq!(Preamble::parse(&answer), Some(Preamble::CURRENT));
+    // A message before the handshake.
+    let early = WorkerFrame::Message { thread: 0, message: FromWorker::Reports(ReportBatch::default()) };
+    keep.push(send_raw(&addr, &[&preamble[..], &frame(&early)].concat()));
+    // A worker that completes the handshake, then reports a job it never had.
+    let mut liar = handshake(&addr);
+    let report = bts_protocol::JobReport {
+        id: bts_protocol::JobId(999_999),
+        visited: 1,
+        leaves: Some(1),
+        max_depth: Some(0),
+        outputs: 0,
+        returned: 0,
+        output_bytes: 0,
+        elapsed_ns: 1,
+    };
+    let lie = WorkerFrame::Message {
+        thread: 0,
+        message: FromWorker::Reports(ReportBatch { reports: vec![report], ..ReportBatch::default() }),
+    };
+    liar.write_all(&frame(&lie)).unwrap();
+    keep.push(liar);
+    // Far too many connections.
+    let flood: Vec<TcpStream> = (0..600).filter_map(|_| TcpStream::connect(&addr).ok()).collect();
+    std::thread::sleep(Duration::from_millis(3500));
+    drop(flood);
+    // The run goes on: a real worker joins and the totals are exact.
+    let good = worker(&["--connect", &addr, "--threads", "1"]);
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert_t1(&summary);
+    assert_eq!(worker_output(good).0, Some(0));
+    for line in [
+        "not a bts worker",
+        "GET / HTTP",
+        "larger than the limit",
+        "the handshake took too long",
+        "protocol version 99",
+        "out of order: Message before the handshake",
+        "refused: already 512 connections",
+        "broke the protocol: report for job 999999",
+    ] {
+        assert!(log.contains(line), "no log line with '{line}' in:\n{log}");
+    }
+    drop(keep);
+}
+
+#[test]
+fn cluster_ranks_meet_through_the_rendezvous_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let rendezvous = dir.path().join("rendezvous");
+    let summary = dir.path().join("summary.json");
+    let args = ["run", "--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary.to_str().unwrap()];
+    let args: Vec<&str> = args.into_iter().chain(["uts", "--preset", "T1", "-g", "3"]).collect();
+    let ranks: Vec<Child> = (0..3)
+        .map(|rank| {
+            bts_command()
+                .args(&args)
+                .env("OMPI_COMM_WORLD_RANK", rank.to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for r in ranks {
+        let (code, log) = worker_output(r);
+        assert_eq!(code, Some(0), "{log}");
+    }
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_t1(&s);
+    assert_eq!(s["workers"], 3);
+    // The file says the run is over: a rank that starts now leaves at once.
+    assert_eq!(std::fs::read_to_string(&rendezvous).unwrap(), "finished\n");
+    let late = bts_command().args(&args).env("PMI_RANK", "5").output().unwrap();
+    assert_eq!(late.status.code(), Some(0), "{}", String::from_utf8_lossy(&late.stderr));
+}
+
+#[test]
+fn mpirun_starts_a_whole_run_in_one_command() {
+    let have_mpirun = Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !have_mpirun {
+        assert!(std::env::var_os("BTS_REQUIRE_MPIRUN").is_none(), "mpirun is required but missing");
+        eprintln!("skipped: mpirun is not installed (Debian package openmpi-bin)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rendezvous = dir.path().join("rendezvous");
+    let summary = dir.path().join("summary.json");
+    let out = Command::new("mpirun")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-np", "3", env!("CARGO_BIN_EXE_bts"), "run"])
+        .args(["--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary.to_str().unwrap()])
+        .args(["uts", "--preset", "T1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_t1(&s);
+    assert_eq!(s["workers"], 3);
+}
+
+/// The examples' binary, built by `cargo test` next to this test binary.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().join("examples").join(name)
+}
+
+#[test]
+fn a_users_own_binary_serves_and_works_for_remote_runs() {
+    let bin = example("linear_extensions");
+    assert!(bin.exists(), "{} is not built", bin.display());
+    let master = Master::start_with(Command::new(&bin), &["--workers", "0", "--count-only", "linext", "--grid", "3x4"]);
+    // The plain bts binary does not know the tree.
+    let (code, log) = {
+        let o = bts(&["worker", "--connect", &master.address, "--retry", "5"]);
+        (o.status.code(), stderr(&o))
+    };
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("unknown tree 'linext'"), "{log}");
+    let w = Command::new(&bin)
+        .args(["worker", "--connect", &master.address, "--threads", "2"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    // Standard Young tableaux of shape 4x3: 12! / product of hook lengths = 462.
+    assert_eq!(summary["outputs"], 462);
+    assert_eq!(worker_output(w).0, Some(0));
+}
+
+#[test]
+fn a_run_with_remote_workers_stops_with_a_checkpoint_and_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("run.ckpt");
+    let ck_s = ck.to_str().unwrap().to_string();
+    let master = Master::start(&[
+        "--workers",
+        "0",
+        "--checkpoint",
+        &ck_s,
+        "--time-limit",
+        "1",
+        "uts",
+        "--preset",
+        "T1",
+        "-g",
+        "20",
+    ]);
+    let w = worker(&["--connect", &master.address, "--threads", "2"]);
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(3), "{log}");
+    assert_eq!(summary["outcome"], "time-limit");
+    assert_eq!(worker_output(w).0, Some(0));
+    let o = bts(&["resume", &ck_s, "--workers", "2", "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_t1(&summary_of(&o));
+}
+
+fn summary_of(o: &std::process::Output) -> Value {
+    summary(o)
+}
