@@ -35,7 +35,7 @@ fn write_large() {
             workers: 2,
         },
         totals: Totals::default(),
-        budget: BudgetState { base: 1, cost_nodes: 0.0, cost_ns: 0.0 },
+        budget: BudgetState { base: 1, cost: Default::default() },
         elapsed_s: 0.0,
         segments: 1,
         output_len: 0,

@@ -1,7 +1,7 @@
 //! Checkpoint files: round trips, atomic replacement, and every kind of bad file refused cleanly.
 
 use bts_checkpoints::{Checkpoint, LoadError, StoredOptions, decode, encode, load, write};
-use bts_master::{BudgetConfig, BudgetState, Order, Pending, Totals};
+use bts_master::{BudgetConfig, BudgetState, CostModel, Order, Pending, Totals};
 use bts_protocol::{NodeBytes, TreeSpec};
 use proptest::prelude::*;
 
@@ -27,7 +27,12 @@ fn sample(jobs: usize) -> Checkpoint {
             returned: 140,
             output_bytes: 4096,
         },
-        budget: BudgetState { base: 12_345, cost_nodes: 1.5e6, cost_ns: 9.0e7 },
+        budget: {
+            let mut cost = CostModel::default();
+            cost.add(1000.0, 9.0e7);
+            cost.add(10.0, 1.0e6);
+            BudgetState { base: 12_345, cost }
+        },
         elapsed_s: 12.5,
         segments: 2,
         output_len: 4096,

@@ -62,12 +62,50 @@ pub struct Assignment {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BudgetState {
     pub base: u64,
-    pub cost_nodes: f64,
-    pub cost_ns: f64,
+    pub cost: CostModel,
+}
+
+/// A job's time as a fixed cost plus a cost per node, `t = c + s·v`, fitted by least squares over
+/// recent jobs (older jobs weigh less). The fixed cost is what restarting costs: a process to
+/// start, a state to rebuild from the job's node; bts keeps jobs long enough to make it small.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CostModel {
+    w: f64,
+    v: f64,
+    t: f64,
+    vv: f64,
+    vt: f64,
+}
+
+impl CostModel {
+    /// Adds a job that visited `visited` nodes in `ns` nanoseconds.
+    pub fn add(&mut self, visited: f64, ns: f64) {
+        let keep = 1.0 - COST_DECAY;
+        self.w = self.w * keep + 1.0;
+        self.v = self.v * keep + visited;
+        self.t = self.t * keep + ns;
+        self.vv = self.vv * keep + visited * visited;
+        self.vt = self.vt * keep + visited * ns;
+    }
+
+    /// (fixed nanoseconds per job, nanoseconds per node). When the jobs' sizes hardly vary, the
+    /// two cannot be told apart and the whole time is put on the nodes.
+    pub fn fit(&self) -> (f64, f64) {
+        let spread = self.w * self.vv - self.v * self.v;
+        if spread > 0.01 * self.w * self.vv {
+            let per_node = (self.w * self.vt - self.v * self.t) / spread;
+            if per_node > 0.0 {
+                return (((self.t - per_node * self.v) / self.w).max(0.0), per_node);
+            }
+        }
+        (0.0, self.t / self.v.max(1e-9))
+    }
 }
 
 /// Weight of the newest job in the node-cost estimate.
 const COST_DECAY: f64 = 1.0 / 32.0;
+/// Jobs last at least this many times their fixed cost.
+const FIXED_COST_SHARE: f64 = 19.0;
 /// The adaptive budget never grows past this (a job of 10^12 nodes is days of work anyway).
 const MAX_ADAPTIVE_BUDGET: u64 = 1 << 40;
 
@@ -81,7 +119,7 @@ pub struct BudgetController {
 
 impl BudgetController {
     pub fn new(config: BudgetConfig) -> Self {
-        let state = BudgetState { base: config.initial.max(1), cost_nodes: 0.0, cost_ns: 0.0 };
+        let state = BudgetState { base: config.initial.max(1), cost: CostModel::default() };
         Self { config, state, min_job_ns: 0 }
     }
 
@@ -146,10 +184,10 @@ impl BudgetController {
             return;
         }
         let s = &mut self.state;
-        s.cost_nodes = s.cost_nodes * (1.0 - COST_DECAY) + visited as f64;
-        s.cost_ns = s.cost_ns * (1.0 - COST_DECAY) + elapsed_ns.max(1) as f64;
-        let ns_per_node = s.cost_ns / s.cost_nodes;
-        let job_ns = self.config.target_job_ns.max(self.min_job_ns) as f64;
+        s.cost.add(visited as f64, elapsed_ns.max(1) as f64);
+        let (fixed_ns, ns_per_node) = s.cost.fit();
+        // A job lasts the target time, and long enough that its fixed cost stays near 5%.
+        let job_ns = (self.config.target_job_ns.max(self.min_job_ns) as f64).max(FIXED_COST_SHARE * fixed_ns);
         let target = (job_ns / ns_per_node).round().clamp(1.0, MAX_ADAPTIVE_BUDGET as f64) as u64;
         // Move at most a factor 2 per job, so one odd measurement cannot swing b.
         s.base = target.clamp((s.base / 2).max(1), s.base.saturating_mul(2));
@@ -201,6 +239,31 @@ mod tests {
         }
         let b = c.base();
         assert!((9_000..=11_000).contains(&b), "b = {b}");
+    }
+
+    #[test]
+    fn a_fixed_cost_per_job_makes_jobs_longer() {
+        // 30 ms to start a process, then 1 ms a node: jobs of about 19 * 30 ms = 570 ms of nodes.
+        let mut c = adaptive();
+        for i in 0..500u64 {
+            // Jobs end early on small subtrees, so their sizes vary.
+            let visited = c.base().min(1 + (i * 7919) % 1000);
+            c.observe(visited, 30_000_000 + visited * 1_000_000);
+        }
+        let (fixed, per_node) = c.state().cost.fit();
+        assert!((fixed - 30e6).abs() < 1e3 && (per_node - 1e6).abs() < 1.0, "{fixed} {per_node}");
+        assert!((560..=580).contains(&c.base()), "b = {}", c.base());
+    }
+
+    #[test]
+    fn a_small_fixed_cost_leaves_the_target_job_time() {
+        // 1 µs a job and 70 ns a node: the 10 ms target rules, about 142,857 nodes.
+        let mut c = adaptive();
+        for i in 0..2000u64 {
+            let visited = c.base().min(1 + (i * 104_729) % 200_000);
+            c.observe(visited, 1_000 + visited * 70);
+        }
+        assert!((140_000..=146_000).contains(&c.base()), "b = {}", c.base());
     }
 
     #[test]

@@ -7,7 +7,7 @@ mod joblist;
 pub mod net;
 mod scheduler;
 
-pub use budget::{Assignment, BudgetConfig, BudgetController, BudgetState};
+pub use budget::{Assignment, BudgetConfig, BudgetController, BudgetState, CostModel};
 pub use driver::{DriveOptions, Event, Link, Observer, Output, Plain, drive};
 pub use joblist::{JobList, Order, Pending};
 pub use scheduler::{Outcome, Scheduler, SchedulerConfig, StopReason, Totals, Violation, WorkerId};
