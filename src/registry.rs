@@ -42,9 +42,13 @@ impl Registry {
         Self::default()
     }
 
-    /// The built-in trees: `uts`, `gw`, `queens`.
+    /// The built-in trees: `uts`, `gw`, `queens`, and `exec` (a program of yours, through the line
+    /// protocol).
     pub fn builtin() -> Self {
         let mut r = Self::empty();
+        r.register_parsed::<bts_adapters::ExecArgs>("exec", |a| {
+            Ok(Arc::new(bts_adapters::ExecSearcher::new(a)?) as Arc<dyn Searcher>)
+        });
         r.register::<bts_trees::UtsArgs, _>("uts", |a| bts_trees::Uts::new(a.params()?));
         r.register::<bts_trees::GwArgs, _>("gw", |a| Ok(a.build()));
         r.register::<bts_trees::QueensArgs, _>("queens", |a| Ok(a.build()));
@@ -58,6 +62,18 @@ impl Registry {
         A: clap::Parser,
         T: Tree,
     {
+        self.register_parsed::<A>(name, move |args| {
+            let tree = build(args)?;
+            Ok(Arc::new(TreeSearcher::new(tree)) as Arc<dyn Searcher>)
+        });
+    }
+
+    /// Registers a type-erased tree whose options are parsed by clap into `A`.
+    pub fn register_parsed<A: clap::Parser>(
+        &mut self,
+        name: &str,
+        build: impl Fn(A) -> Result<Arc<dyn Searcher>, String> + Send + Sync + 'static,
+    ) {
         let about = A::command().get_about().map(|s| s.to_string()).unwrap_or_default();
         let tree_name = name.to_string();
         self.register_searcher(name, &about, move |args| {
@@ -67,8 +83,7 @@ impl Registry {
                 }
                 _ => BuildError::Invalid(format!("{tree_name}: {}", one_line(&e))),
             })?;
-            let tree = build(parsed).map_err(BuildError::Invalid)?;
-            Ok(Arc::new(TreeSearcher::new(tree)) as Arc<dyn Searcher>)
+            build(parsed).map_err(BuildError::Invalid)
         });
     }
 

@@ -5,5 +5,6 @@ mod util;
 mod checkpoints;
 mod cli;
 mod examples;
+mod legacy;
 mod library;
 mod remote;

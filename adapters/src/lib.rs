@@ -1,0 +1,140 @@
+//! Legacy enumeration programs as bts workers: `bts run exec [OPTIONS] -- PROGRAM [ARGS...]`.
+//!
+//! A program that can search a subtree under a budget talks to bts through a line protocol on its
+//! stdin and stdout (ARCHITECTURE.md, "Legacy programs"; the README walks through adapting one). A
+//! node is one line of text. In persistent mode one process per worker thread gets `job` lines; in
+//! one-shot mode a process is started for every job, with the job in its environment and arguments.
+//! A job's output and returned nodes count only once its `done` arrives; a failed job is tried
+//! again on a fresh process, and when retries run out the run stops with an error that names the
+//! node, the offending line and the end of the program's stderr.
+
+mod lines;
+mod process;
+mod runner;
+
+use bts_protocol::NodeBytes;
+use bts_worker::{JobRunner, RunnerSettings, Searcher};
+use clap::Parser;
+use runner::ExecRunner;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// Options of `bts run exec`.
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "exec",
+    no_binary_name = true,
+    about = "A program of yours, through the line protocol: exec [OPTIONS] -- PROGRAM [ARGS...]"
+)]
+pub struct ExecArgs {
+    /// One long-lived process per worker thread, given jobs on stdin (default: a process per job,
+    /// given the job in BTS_NODE, BTS_DEPTH, BTS_BUDGET, BTS_MAX_DEPTH and in {node}, {depth},
+    /// {budget}, {max_depth} in ARGS)
+    #[arg(long)]
+    pub persistent: bool,
+    /// The root node, as a line of text
+    #[arg(long, value_name = "TEXT", default_value = "root")]
+    pub root: String,
+    /// Tries of a failed job on a fresh process before the run stops
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub retries: u32,
+    /// A job that takes longer fails (and is tried again)
+    #[arg(long, value_name = "SECS", default_value_t = 600.0, value_parser = positive_seconds)]
+    pub job_timeout: f64,
+    /// The program and its arguments
+    #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
+    pub command: Vec<String>,
+}
+
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("'{s}' is not a positive number of seconds")),
+    }
+}
+
+/// The longest line accepted from a program.
+const MAX_LINE: usize = 16 << 20;
+
+/// Everything needed to run jobs through the program.
+#[derive(Debug)]
+pub struct ExecConfig {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub persistent: bool,
+    pub root: String,
+    pub retries: u32,
+    pub job_timeout: Duration,
+    pub max_line: usize,
+}
+
+/// The `exec` tree.
+pub struct ExecSearcher {
+    config: Arc<ExecConfig>,
+    runners: AtomicUsize,
+}
+
+impl ExecSearcher {
+    /// Checks the options, and that the program can be run.
+    pub fn new(args: ExecArgs) -> Result<Self, String> {
+        if args.root.contains('\n') {
+            return Err("exec: --root must be one line".into());
+        }
+        let (program, rest) = args.command.split_first().ok_or("exec: no program given after --")?;
+        let program = find_program(program)?;
+        let config = ExecConfig {
+            program,
+            args: rest.to_vec(),
+            persistent: args.persistent,
+            root: args.root,
+            retries: args.retries,
+            job_timeout: Duration::from_secs_f64(args.job_timeout),
+            max_line: MAX_LINE,
+        };
+        Ok(Self { config: Arc::new(config), runners: AtomicUsize::new(0) })
+    }
+}
+
+impl Searcher for ExecSearcher {
+    fn root(&self) -> Result<NodeBytes, String> {
+        Ok(NodeBytes::from_slice(self.config.root.as_bytes()))
+    }
+
+    fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
+        let n = self.runners.fetch_add(1, Ordering::SeqCst);
+        let name = self.config.program.file_name().map_or_else(|| "exec".into(), |f| f.to_string_lossy().into_owned());
+        let runner = ExecRunner::new(Arc::clone(&self.config), settings, format!("{name}#{n}"))?;
+        Ok(Box::new(runner))
+    }
+}
+
+/// The program's path: as given when it has a slash, else found on PATH; it must be an executable
+/// file.
+fn find_program(name: &str) -> Result<PathBuf, String> {
+    let candidates: Vec<PathBuf> = if name.contains('/') {
+        vec![PathBuf::from(name)]
+    } else {
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).map(|d| d.join(name)).collect()).unwrap_or_default()
+    };
+    let mut found_not_executable = None;
+    for c in candidates {
+        if c.is_file() {
+            if is_executable(&c) {
+                return Ok(c);
+            }
+            found_not_executable.get_or_insert(c);
+        }
+    }
+    Err(match found_not_executable {
+        Some(p) => format!("exec: {} is not executable (chmod +x it)", p.display()),
+        None if name.contains('/') => format!("exec: {name}: no such file"),
+        None => format!("exec: {name}: not found on PATH"),
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+}

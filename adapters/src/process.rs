@@ -1,0 +1,212 @@
+//! A program run as a child process: its stdout cut into lines (with a length limit), its stderr
+//! sent to the log and kept for error messages, and a kill that takes its whole process group.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the program's stdout gave next.
+#[derive(Debug)]
+pub enum Next {
+    Line(String),
+    /// A line longer than the limit (its first bytes, for the error message).
+    TooLong(String),
+    /// Stdout closed: the program exited (or closed it).
+    Eof,
+    /// Nothing before the deadline.
+    Timeout,
+}
+
+/// How long to poll stdout before sleeping on it (see `Program::next`).
+const SPIN: Duration = Duration::from_micros(50);
+
+/// Lines of stderr kept for error messages.
+const STDERR_TAIL: usize = 20;
+
+/// A running program.
+pub struct Program {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: ChildStdout,
+    /// Bytes read from stdout, not yet cut into lines.
+    buf: Vec<u8>,
+    /// Bytes of `buf` already known to hold no newline.
+    scanned: usize,
+    max_line: usize,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// The program has been waited for.
+    status: Option<ExitStatus>,
+}
+
+impl Program {
+    /// Starts `command` in a process group of its own (so that Ctrl-C to bts leaves it alone and a
+    /// kill reaches whatever it started), with piped stdin and stdout; `tag` names it in the log.
+    pub fn spawn(command: &mut Command, tag: &str, max_line: usize) -> io::Result<Program> {
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+        let mut child = command.spawn()?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let tail = Arc::clone(&stderr_tail);
+        let tag = format!("{tag} (pid {})", child.id());
+        std::thread::Builder::new().name("bts-exec-err".into()).spawn(move || log_stderr(stderr, &tag, &tail))?;
+        let stdin = child.stdin.take();
+        Ok(Program { child, stdin, stdout, buf: Vec::new(), scanned: 0, max_line, stderr_tail, status: None })
+    }
+
+    /// Writes `text` to the program's stdin.
+    pub fn send(&mut self, text: &str) -> io::Result<()> {
+        let stdin = self.stdin.as_mut().ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin is closed"))?;
+        stdin.write_all(text.as_bytes())?;
+        stdin.flush()
+    }
+
+    /// The next thing stdout gives, waiting until `deadline`. Stdout is read on this thread: a
+    /// job's answer reaches bts with no other thread to wake.
+    pub fn next(&mut self, deadline: Instant) -> Next {
+        loop {
+            if let Some(i) = self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
+                let end = self.scanned + i;
+                let line = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+                self.buf.drain(..=end);
+                self.scanned = 0;
+                return Next::Line(line);
+            }
+            self.scanned = self.buf.len();
+            if self.buf.len() > self.max_line {
+                return Next::TooLong(String::from_utf8_lossy(&self.buf[..80]).into_owned());
+            }
+            // A program answering a small job does so within microseconds. Polling (and yielding)
+            // for a moment before sleeping keeps this core from going idle: waking an idle core
+            // costs tens of microseconds on virtual machines, more than the job itself.
+            let spin_until = Instant::now() + SPIN;
+            let mut ready = false;
+            while !ready && Instant::now() < spin_until {
+                ready = self.readable(Duration::ZERO);
+                std::thread::yield_now();
+            }
+            if !ready && !self.readable(deadline.saturating_duration_since(Instant::now())) {
+                return Next::Timeout;
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            match self.stdout.read(&mut chunk) {
+                Ok(0) => return Next::Eof,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Next::Eof,
+            }
+        }
+    }
+
+    /// Whether stdout has something to read (or is closed) within `wait`.
+    fn readable(&self, wait: Duration) -> bool {
+        let mut fd = libc::pollfd { fd: self.stdout.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ms =
+            wait.as_millis().min(i32::MAX as u128) as i32 + i32::from(!wait.subsec_nanos().is_multiple_of(1_000_000));
+        loop {
+            // SAFETY: one valid pollfd, for the length of the call.
+            let r = unsafe { libc::poll(&mut fd, 1, ms) };
+            if r >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return r > 0;
+            }
+        }
+    }
+
+    /// True if the program wrote something not yet read (a persistent program, after `done`).
+    pub fn has_pending(&self) -> bool {
+        !self.buf.is_empty() || self.readable(Duration::ZERO)
+    }
+
+    /// Waits up to `limit` for the program to exit.
+    pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while self.status.is_none() {
+            match self.child.try_wait() {
+                Ok(Some(s)) => self.status = Some(s),
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+                _ => break,
+            }
+        }
+        self.status
+    }
+
+    /// The last lines the program wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        // Give the stderr thread a moment to catch up with a program that just died.
+        std::thread::sleep(Duration::from_millis(20));
+        let tail = self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
+        tail.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    /// Kills the program and everything in its process group, and reaps it.
+    pub fn kill(&mut self) {
+        if self.status.is_none() {
+            // SAFETY: kill(2) with a negative pid signals the process group; the group is the child's
+            // own (process_group(0)), so nothing else is touched.
+            unsafe {
+                libc::kill(-(self.child.id() as i32), libc::SIGKILL);
+            }
+            let _ = self.child.kill();
+            self.status = self.child.wait().ok();
+        }
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        self.stdin.take();
+        self.kill();
+    }
+}
+
+/// Describes how a program ended.
+pub fn describe(status: Option<ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Some(s) if s.code().is_some() => format!("exit status {}", s.code().unwrap_or_default()),
+        Some(s) => match s.signal() {
+            Some(sig) => format!("killed by signal {sig}"),
+            None => "ended".to_string(),
+        },
+        None => "still running".to_string(),
+    }
+}
+
+/// Stderr lines are cut to this many bytes.
+const STDERR_LINE: usize = 2000;
+
+/// Sends stderr to the log, line by line (long lines cut), keeping the last lines.
+fn log_stderr(mut stderr: impl Read, tag: &str, tail: &Mutex<VecDeque<String>>) {
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let emit = |line: &mut Vec<u8>| {
+        let text = String::from_utf8_lossy(line).into_owned();
+        line.clear();
+        tracing::warn!(worker = %tag, "stderr: {text}");
+        let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+        if tail.len() == STDERR_TAIL {
+            tail.pop_front();
+        }
+        tail.push_back(text);
+    };
+    loop {
+        let n = match stderr.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &b in &chunk[..n] {
+            if b == b'\n' {
+                emit(&mut line);
+            } else if line.len() < STDERR_LINE {
+                line.push(b);
+            }
+        }
+    }
+    if !line.is_empty() {
+        emit(&mut line);
+    }
+}

@@ -1,0 +1,253 @@
+//! Running jobs through a program: the persistent mode (one long-lived process per worker thread)
+//! and the one-shot mode (a process per job), with retries on fresh processes.
+
+use crate::ExecConfig;
+use crate::lines::{self, Line};
+use crate::process::{Next, Program, describe};
+use bts_protocol::{Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned};
+use bts_worker::{JobRunner, RunnerSettings};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Why an attempt at a job failed.
+#[derive(Debug)]
+struct Failure {
+    what: String,
+    /// The line that broke the protocol, if one did.
+    line: Option<String>,
+    stderr: String,
+}
+
+impl Failure {
+    fn new(what: impl Into<String>, program: &Program) -> Self {
+        Self { what: what.into(), line: None, stderr: program.stderr_tail() }
+    }
+
+    fn with_line(what: impl Into<String>, line: &str, program: &Program) -> Self {
+        Self { line: Some(shorten(line, 200)), ..Self::new(what, program) }
+    }
+
+    fn message(&self) -> String {
+        let mut m = self.what.clone();
+        if let Some(l) = &self.line {
+            m += &format!("; the offending line: {l:?}");
+        }
+        if self.stderr.is_empty() {
+            m += "; the program wrote nothing to stderr";
+        } else {
+            m += &format!("; the end of the program's stderr:\n{}", self.stderr);
+        }
+        m
+    }
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let cut = (0..=max).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+    format!("{}...", &s[..cut])
+}
+
+/// Runs jobs through the program of an `exec` tree.
+pub struct ExecRunner {
+    config: Arc<ExecConfig>,
+    settings: RunnerSettings,
+    /// Names this runner's processes in the log.
+    tag: String,
+    /// The persistent process, when one is running.
+    program: Option<Program>,
+}
+
+impl ExecRunner {
+    pub fn new(config: Arc<ExecConfig>, settings: RunnerSettings, tag: String) -> Result<Self, String> {
+        let mut runner = Self { config, settings, tag, program: None };
+        if runner.config.persistent {
+            // Start at once, so that a program that cannot start is noticed before the run.
+            runner.program = Some(runner.start(None)?);
+        }
+        Ok(runner)
+    }
+
+    /// Starts the program; in one-shot mode with the job in its environment and arguments.
+    fn start(&self, job: Option<(&Job, &str)>) -> Result<Program, String> {
+        let c = &self.config;
+        let mut command = Command::new(&c.program);
+        match job {
+            Some((job, node)) => {
+                let budget = lines::budget_text(job.budget);
+                let max_depth = lines::max_depth_text(job.max_depth);
+                let depth = job.depth.to_string();
+                let fill = |arg: &String| {
+                    arg.replace("{node}", node)
+                        .replace("{depth}", &depth)
+                        .replace("{budget}", &budget)
+                        .replace("{max_depth}", &max_depth)
+                };
+                command.args(c.args.iter().map(fill));
+                command.env("BTS_NODE", node).env("BTS_DEPTH", &depth);
+                command.env("BTS_BUDGET", &budget).env("BTS_MAX_DEPTH", &max_depth);
+            }
+            None => {
+                command.args(&c.args);
+            }
+        }
+        Program::spawn(&mut command, &self.tag, c.max_line)
+            .map_err(|e| format!("cannot start {}: {e}", c.program.display()))
+    }
+
+    /// One attempt at `job`; on failure the batch is left as it was.
+    fn attempt(&mut self, job: &Job, node: &str, batch: &mut ReportBatch) -> Result<(), Failure> {
+        let started = Instant::now();
+        let deadline = started + self.config.job_timeout;
+        let mut program = match self.program.take() {
+            Some(p) => p,
+            None => self.start((!self.config.persistent).then_some((job, node))).map_err(|e| Failure {
+                what: e,
+                line: None,
+                stderr: String::new(),
+            })?,
+        };
+        if self.config.persistent {
+            if program.has_pending() {
+                tracing::error!(worker = %self.tag, "the program wrote after its last `done`; restarting it");
+                program = self.start(None).map_err(|e| Failure { what: e, line: None, stderr: String::new() })?;
+            }
+            if let Err(e) = program.send(&lines::job_line(job, node)) {
+                let status = describe(program.wait(Duration::from_millis(100)));
+                return Err(Failure::new(format!("cannot give the job to the program ({e}; {status})"), &program));
+            }
+        }
+        let (returned_before, output_before) = (batch.returned.len(), batch.output.len());
+        let result = self.read_job(&mut program, job, deadline, batch);
+        let result = result.and_then(|done| {
+            if self.config.persistent {
+                return Ok(done);
+            }
+            // A one-shot program ends after `done`, successfully and without saying more.
+            match program.next(deadline) {
+                Next::Eof => {}
+                Next::Line(l) => return Err(Failure::with_line("a line after `done`", &l, &program)),
+                Next::TooLong(l) => return Err(Failure::with_line("a line after `done`", &l, &program)),
+                Next::Timeout => return Err(Failure::new(self.timeout_message(), &program)),
+            }
+            match program.wait(deadline.saturating_duration_since(Instant::now())) {
+                Some(s) if s.success() => Ok(done),
+                status => {
+                    Err(Failure::new(format!("the program ended with {} after `done`", describe(status)), &program))
+                }
+            }
+        });
+        match result {
+            Ok((visited, leaves, max_depth, outputs)) => {
+                if self.config.persistent {
+                    self.program = Some(program);
+                }
+                batch.reports.push(JobReport {
+                    id: job.id,
+                    visited,
+                    leaves,
+                    max_depth,
+                    outputs,
+                    returned: (batch.returned.len() - returned_before) as u32,
+                    output_bytes: (batch.output.len() - output_before) as u64,
+                    elapsed_ns: started.elapsed().as_nanos() as u64,
+                });
+                Ok(())
+            }
+            Err(f) => {
+                program.kill();
+                batch.returned.truncate(returned_before);
+                batch.output.truncate(output_before);
+                Err(f)
+            }
+        }
+    }
+
+    fn timeout_message(&self) -> String {
+        format!("the job took longer than --job-timeout {} s", self.config.job_timeout.as_secs_f64())
+    }
+
+    /// Reads the program's answer to `job` up to its `done`: (visited, leaves, max_depth, outputs).
+    #[allow(clippy::type_complexity)]
+    fn read_job(
+        &self,
+        program: &mut Program,
+        job: &Job,
+        deadline: Instant,
+        batch: &mut ReportBatch,
+    ) -> Result<(u64, Option<u64>, Option<u32>, u64), Failure> {
+        let mut outputs = 0u64;
+        loop {
+            let line = match program.next(deadline) {
+                Next::Line(l) => l,
+                Next::TooLong(start) => {
+                    let what = format!("a line longer than {} bytes", self.config.max_line);
+                    return Err(Failure::with_line(what, &start, program));
+                }
+                Next::Eof => {
+                    let status = describe(program.wait(Duration::from_millis(500)));
+                    return Err(Failure::new(format!("the program ended before `done` ({status})"), program));
+                }
+                Next::Timeout => return Err(Failure::new(self.timeout_message(), program)),
+            };
+            match lines::parse(&line) {
+                Some(Line::Out(text)) => {
+                    outputs += 1;
+                    if self.settings.keep_output {
+                        batch.output.extend_from_slice(text.as_bytes());
+                        batch.output.push(b'\n');
+                    }
+                }
+                Some(Line::Unexplored { depth, node }) => {
+                    if depth <= job.depth {
+                        let what = format!("a node returned at depth {depth}, not below the job's depth {}", job.depth);
+                        return Err(Failure::with_line(what, &line, program));
+                    }
+                    batch.returned.push(Returned { depth, node: NodeBytes::from_slice(node.as_bytes()) });
+                }
+                Some(Line::Log(text)) => tracing::info!(worker = %self.tag, "{text}"),
+                Some(Line::Done { visited, leaves, max_depth }) => {
+                    if visited == 0 {
+                        let what = "`done 0`: the job's own node was not visited, and would be lost";
+                        return Err(Failure::with_line(what, &line, program));
+                    }
+                    if visited > job.budget.0 {
+                        let what = format!("{visited} nodes visited on a budget of {}", job.budget);
+                        return Err(Failure::with_line(what, &line, program));
+                    }
+                    return Ok((visited, leaves, max_depth, outputs));
+                }
+                None => return Err(Failure::with_line("not a line of the protocol", &line, program)),
+            }
+        }
+    }
+}
+
+impl JobRunner for ExecRunner {
+    fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
+        let node = String::from_utf8_lossy(job.node.as_slice()).into_owned();
+        let mut attempts = 0;
+        loop {
+            match self.attempt(job, &node, batch) {
+                Ok(()) => return Ok(()),
+                Err(f) if attempts < self.config.retries => {
+                    attempts += 1;
+                    tracing::warn!(
+                        worker = %self.tag,
+                        "the job at node {node:?} failed ({}); trying again on a fresh process ({attempts} of {})",
+                        f.what,
+                        self.config.retries
+                    );
+                }
+                Err(f) => {
+                    let tries = attempts + 1;
+                    let message =
+                        format!("{} (after {tries} attempt{})", f.message(), if tries > 1 { "s" } else { "" });
+                    return Err(JobFailure { id: job.id, node: format!("{node:?}"), message });
+                }
+            }
+        }
+    }
+}

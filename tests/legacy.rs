@@ -1,0 +1,255 @@
+//! Legacy programs through `bts run exec`: the examples against their own sequential runs, and
+//! programs that fail in every way a program can.
+
+use crate::util::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy")
+}
+
+/// Compiles the C example into `dir`.
+fn topsort(dir: &Path) -> PathBuf {
+    let exe = dir.join("topsort");
+    let status = Command::new("cc")
+        .args(["-O2", "-o", exe.to_str().unwrap(), examples().join("topsort.c").to_str().unwrap()])
+        .status()
+        .expect("a C compiler (cc)");
+    assert!(status.success());
+    exe
+}
+
+/// Sorted lines of a text.
+fn sorted(text: &str) -> Vec<String> {
+    let mut v: Vec<String> = text.lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+/// The poset of the tests: two chains of three and a free pair, 10 elements.
+const POSET: [&str; 7] = ["10", "0<1", "1<2", "3<4", "4<5", "6<7", "8<9"];
+
+#[test]
+fn the_c_example_gives_what_its_own_sequential_run_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = topsort(dir.path());
+    let plain = Command::new(&exe).args(POSET).output().unwrap();
+    assert!(plain.status.success());
+    let expected = sorted(&String::from_utf8(plain.stdout).unwrap());
+    // "N nodes, M linear extensions" on stderr.
+    let report = String::from_utf8(plain.stderr).unwrap();
+    let plain_nodes: u64 = report.split(' ').next().unwrap().parse().unwrap();
+    // Two chains of three and two pairs: 10! / (3! 3! 2! 2!) linear extensions.
+    assert_eq!(expected.len(), 3_628_800 / (6 * 6 * 2 * 2));
+
+    let out = dir.path().join("out.txt");
+    let budgets: [&[&str]; 3] =
+        [&["--budget", "9", "--fixed-budget"], &[], &["--maxd", "2", "--lmin", "1000", "--budget", "1000"]];
+    for budget in budgets {
+        let mut args = vec!["run", "--workers", "2", "--output", out.to_str().unwrap(), "--summary-json", "-"];
+        args.extend_from_slice(budget);
+        args.extend_from_slice(&["exec", "--persistent", "--", exe.to_str().unwrap(), "--bts"]);
+        args.extend_from_slice(&POSET);
+        let o = bts(&args);
+        assert_eq!(o.status.code(), Some(0), "{budget:?}: {}", stderr(&o));
+        let s = summary(&o);
+        assert_eq!(s["nodes"].as_u64(), Some(plain_nodes), "{budget:?}");
+        assert_eq!(s["outputs"].as_u64(), Some(expected.len() as u64));
+        assert_eq!(s["leaves"].as_u64(), Some(expected.len() as u64));
+        assert_eq!(s["max_depth"].as_u64(), Some(10));
+        assert_eq!(sorted(&std::fs::read_to_string(&out).unwrap()), expected, "{budget:?}");
+    }
+}
+
+#[test]
+fn the_python_example_gives_what_its_own_sequential_run_gives() {
+    let script = examples().join("queens.py");
+    let plain = Command::new("python3").arg(&script).arg("7").output().expect("python3");
+    assert!(plain.status.success());
+    let expected = sorted(&String::from_utf8(plain.stdout).unwrap());
+    assert_eq!(expected.len(), 40);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.txt");
+    let o = bts(&[
+        "run",
+        "--workers",
+        "2",
+        "--budget",
+        "25",
+        "--fixed-budget",
+        "--output",
+        out.to_str().unwrap(),
+        "--summary-json",
+        "-",
+        "exec",
+        "--",
+        "python3",
+        script.to_str().unwrap(),
+        "7",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&o);
+    let report = String::from_utf8(plain.stderr).unwrap();
+    assert_eq!(s["nodes"].as_u64(), report.split(' ').next().unwrap().parse().ok());
+    assert!(s["jobs"].as_u64().unwrap() > 10, "the budget should split the run: {s}");
+    assert_eq!(sorted(&std::fs::read_to_string(&out).unwrap()), expected);
+}
+
+#[test]
+fn remote_workers_run_the_same_program_on_their_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = topsort(dir.path());
+    let address = dir.path().join("address");
+    let mut args =
+        vec!["run", "--workers", "0", "--listen", "127.0.0.1:0", "--address-file", address.to_str().unwrap()];
+    args.extend_from_slice(&["--count-only", "--budget", "20", "--fixed-budget", "--summary-json", "-"]);
+    args.extend_from_slice(&["exec", "--persistent", "--", exe.to_str().unwrap(), "--bts"]);
+    args.extend_from_slice(&POSET);
+    let master = bts_command().args(&args).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let worker = bts(&["worker", "--connect-file", address.to_str().unwrap(), "--threads", "2"]);
+    assert_eq!(worker.status.code(), Some(0), "{}", stderr(&worker));
+    let o = master.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(summary(&o)["outputs"], 25_200);
+}
+
+/// A program that fails, in the way its first argument says, when it is given node n7. Its tree:
+/// the root, ten children n0..n9, each with five leaves nX.0..nX.4; every leaf is a record.
+const FAULTY: &str = r#"
+import os, sys, time
+mode, persistent = sys.argv[1], sys.argv[2] == "persistent"
+def job(node, marker):
+    if node == "root":
+        for i in range(10): print(f"unexplored 1 n{i}")
+    elif node.count(".") == 0:
+        for i in range(5): print(f"unexplored 2 {node}.{i}")
+    else:
+        print(f"out {node}")
+    if node == "n7" and not (mode == "once" and os.path.exists(marker)):
+        print("out partial record of a failing job", flush=True)
+        print(f"faulty: failing at {node} ({mode})", file=sys.stderr, flush=True)
+        if mode == "once":
+            open(marker, "w").close()
+            os._exit(3)
+        if mode == "exit": os._exit(3)
+        if mode == "signal": os.kill(os.getpid(), 9)
+        if mode == "malformed": print("hello bts", flush=True)
+        if mode == "nodone": return
+        if mode == "slow": time.sleep(60)
+        if mode == "longline": sys.stdout.write("x" * (20 << 20)); sys.stdout.flush(); time.sleep(60)
+        if mode == "done0": print("done 0", flush=True); return
+    print("done 1", flush=True)
+marker = sys.argv[3]
+if persistent:
+    for line in sys.stdin:
+        job(line.rstrip("\n").split(" ", 4)[4], marker)
+else:
+    job(os.environ["BTS_NODE"], marker)
+"#;
+
+/// Runs the faulty program under bts: exit status, stderr, summary.
+fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Option<i32>, String, Value) {
+    let script = dir.join("faulty.py");
+    std::fs::write(&script, format!("#!/usr/bin/env python3\n{FAULTY}")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let marker = dir.join(format!("marker-{mode}"));
+    let out = dir.join(format!("out-{mode}"));
+    let mut args = vec!["run", "--workers", "2", "--budget", "1", "--fixed-budget", "--output", out.to_str().unwrap()];
+    args.extend_from_slice(&["--summary-json", "-"]);
+    args.extend_from_slice(extra);
+    args.push("exec");
+    if persistent {
+        args.push("--persistent");
+    }
+    args.extend_from_slice(&["--job-timeout", "2", "--", script.to_str().unwrap(), mode]);
+    args.extend_from_slice(&[if persistent { "persistent" } else { "oneshot" }, marker.to_str().unwrap()]);
+    let o = bts(&args);
+    let s = String::from_utf8_lossy(&o.stdout).lines().last().and_then(|l| serde_json::from_str(l).ok());
+    (o.status.code(), stderr(&o), s.unwrap_or(Value::Null))
+}
+
+#[test]
+fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, bool, &str); 10] = [
+        ("exit", true, "ended before `done` (exit status 3)"),
+        ("exit", false, "ended before `done` (exit status 3)"),
+        ("signal", true, "killed by signal 9"),
+        ("signal", false, "killed by signal 9"),
+        ("malformed", true, "not a line of the protocol; the offending line: \"hello bts\""),
+        ("nodone", false, "ended before `done` (exit status 0)"),
+        ("nodone", true, "took longer than --job-timeout 2 s"),
+        ("slow", false, "took longer than --job-timeout 2 s"),
+        ("longline", true, "a line longer than 16777216 bytes; the offending line: \"xxxx"),
+        ("done0", true, "`done 0`"),
+    ];
+    for (mode, persistent, message) in cases {
+        let ck = dir.path().join(format!("ck-{mode}-{persistent}"));
+        let (code, log, s) = run_faulty(dir.path(), mode, persistent, &["--checkpoint", ck.to_str().unwrap()]);
+        let case = format!("{mode} (persistent: {persistent})");
+        assert_eq!(code, Some(1), "{case}: {log}");
+        assert!(log.contains("a job failed at node \"n7\""), "{case}: {log}");
+        assert!(log.contains(message), "{case}: expected {message:?} in {log}");
+        assert!(log.contains(&format!("faulty: failing at n7 ({mode})")), "{case}: no stderr tail in {log}");
+        assert!(log.contains("(after 3 attempts)"), "{case}: {log}");
+        assert!(log.contains("stderr: faulty: failing at n7") && log.contains("faulty.py#"), "{case}: {log}");
+        assert!(!log.contains("panicked"));
+        // Nothing of the failed job was committed; the checkpoint holds it.
+        let out = std::fs::read_to_string(dir.path().join(format!("out-{mode}"))).unwrap();
+        assert!(!out.contains("partial") && !out.contains("n7."), "{case}: {out}");
+        assert_eq!(s["outcome"], "failed");
+        let checkpoint = bts_checkpoints::load(&ck).unwrap();
+        assert!(checkpoint.jobs.iter().any(|p| p.node.as_slice() == b"n7"), "{case}");
+        assert_eq!(checkpoint.output_len, out.len() as u64);
+    }
+}
+
+#[test]
+fn a_job_that_fails_once_is_redone_on_a_fresh_process_and_counted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for persistent in [true, false] {
+        let (code, log, s) = run_faulty(dir.path(), "once", persistent, &[]);
+        assert_eq!(code, Some(0), "{log}");
+        assert!(log.contains("trying again on a fresh process (1 of 2)"), "{log}");
+        // 1 + 10 + 50 nodes, the 50 leaves each a record, and not the failed attempt's.
+        assert_eq!((s["nodes"].as_u64(), s["outputs"].as_u64()), (Some(61), Some(50)), "{s}");
+        let out = std::fs::read_to_string(dir.path().join("out-once")).unwrap();
+        assert_eq!(sorted(&out).len(), 50);
+        assert!(!out.contains("partial"));
+        std::fs::remove_file(dir.path().join("marker-once")).unwrap();
+    }
+}
+
+#[test]
+fn programs_that_cannot_run_are_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("not-executable.py");
+    std::fs::write(&script, "print('done 1')\n").unwrap();
+    let cases = [
+        (vec!["run", "exec", "--", script.to_str().unwrap()], "is not executable"),
+        (vec!["run", "exec", "--", "/nonexistent/program"], "no such file"),
+        (vec!["run", "exec", "--", "no-such-program-anywhere"], "not found on PATH"),
+        (vec!["run", "exec"], "PROGRAM"),
+        (vec!["run", "exec", "--job-timeout", "0", "--", "true"], "not a positive number of seconds"),
+    ];
+    for (args, message) in cases {
+        let o = bts(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn log_lines_go_to_the_log_tagged_with_the_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("logger.sh");
+    std::fs::write(&script, "#!/bin/sh\necho \"log hello from $BTS_NODE\"\necho 'done 1'\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = bts(&["run", "-v", "--workers", "1", "exec", "--root", "the root", "--", script.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("hello from the root") && stderr(&o).contains("logger.sh#0"), "{}", stderr(&o));
+}
