@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo bench --bench core                    # everything (a few minutes)
-//! cargo bench --bench core -- sequential      # or some of: sequential scaling master memory policy
+//! cargo bench --bench core -- sequential      # or some of: sequential scaling master memory policy monitor
 //! ```
 
 use bts::trees::{Gw, Preset, Uts};
@@ -205,6 +205,29 @@ fn policy() {
     println!();
 }
 
+fn monitor() {
+    println!(
+        "## The cost of watching a run: progress, history, job sizes and remaining-work estimates (T1L, 2 workers)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let watched = || {
+        let mut o = options(2, None);
+        o.monitor = bts::MonitorOptions {
+            progress: bts::ProgressMode::Auto,
+            hist: Some(dir.path().join("hist.csv")),
+            freq: Some(dir.path().join("freq.txt")),
+        };
+        o
+    };
+    let (mut plain, mut with) = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        plain = plain.min(run("T1L", uts(Preset::T1L), options(2, None)).elapsed_s);
+        with = with.min(run("T1L", uts(Preset::T1L), watched()).elapsed_s);
+    }
+    let cost = (with / plain - 1.0) * 100.0;
+    println!("plain {plain:.3} s, watched {with:.3} s: cost {cost:+.2}%  (target < 1%: {})\n", verdict(cost < 1.0));
+}
+
 fn main() {
     let parts: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let wanted = |p: &str| parts.is_empty() || parts.iter().any(|a| a == p);
@@ -223,6 +246,9 @@ fn main() {
     }
     if wanted("policy") {
         policy();
+    }
+    if wanted("monitor") {
+        monitor();
     }
     println!("(benchmark took {:.0} s)", started.elapsed().as_secs_f64());
 }

@@ -11,6 +11,8 @@
 
 pub mod cli;
 mod logging;
+mod monitor;
+pub mod plot;
 mod registry;
 mod remote;
 mod run;
@@ -21,7 +23,7 @@ pub use bts_master::{BudgetConfig, Order, Outcome, SchedulerConfig, StopReason, 
 pub use bts_protocol::TreeSpec;
 pub use bts_worker::{AdjChildren, Adjacency, AdjacencyOracle, JobStats, Limits, Tree, search};
 pub use registry::{BuildError, Registry};
-pub use run::{Finished, ListenOptions, Run, RunError, RunOptions, Stopper};
+pub use run::{Finished, ListenOptions, MonitorOptions, ProgressMode, Run, RunError, RunOptions, Stopper};
 pub use summary::{BudgetSummary, Summary};
 
 /// The built-in trees.

@@ -14,6 +14,8 @@
 //! assert_eq!(String::from_utf8(records).unwrap().lines().count(), 4);
 //! ```
 
+use crate::monitor::{Monitor, TICK};
+pub use crate::monitor::{MonitorOptions, ProgressMode};
 use crate::summary::Summary;
 use bts_checkpoints::{Checkpoint, StoredOptions};
 use bts_master::{
@@ -47,6 +49,8 @@ pub struct RunOptions {
     pub output_path: Option<PathBuf>,
     /// Accept remote workers (`bts worker`) during the run.
     pub listen: Option<ListenOptions>,
+    /// Progress display and history files.
+    pub monitor: MonitorOptions,
 }
 
 /// How to accept remote workers.
@@ -94,6 +98,7 @@ impl Default for RunOptions {
             checkpoint_every: None,
             output_path: None,
             listen: None,
+            monitor: MonitorOptions { progress: ProgressMode::Never, hist: None, freq: None },
         }
     }
 }
@@ -192,12 +197,14 @@ impl Run {
         let settings = RunnerSettings { keep_output: !options.count_only };
         let runners = (0..options.workers).map(|_| searcher.runner(settings)).collect::<Result<Vec<_>, _>>();
         let runners = runners.map_err(RunError::Setup)?;
+        let mut config = options.scheduler.clone();
+        config.record_job_sizes = options.monitor.freq.is_some();
         let (mut scheduler, before) = match resume {
             Some(ck) => {
                 let before = (ck.elapsed_s, ck.segments);
-                (Scheduler::resume(options.scheduler.clone(), ck.totals, Some(ck.budget), ck.jobs), before)
+                (Scheduler::resume(config, ck.totals, Some(ck.budget), ck.jobs), before)
             }
-            None => (Scheduler::new(options.scheduler.clone(), searcher.root().map_err(RunError::Setup)?), (0.0, 0)),
+            None => (Scheduler::new(config, searcher.root().map_err(RunError::Setup)?), (0.0, 0)),
         };
 
         let mut threads = Vec::new();
@@ -224,14 +231,20 @@ impl Run {
             stop_file: options.stop_file.clone(),
             checkpoint_every: options.checkpoint_every.filter(|_| options.checkpoint.is_some()),
             workers_may_join: server.is_some(),
-            tick: None,
+            tick: options.monitor.is_active().then_some(TICK),
         };
-        let mut saver = Checkpointer { tree: &tree, options: &options, before, started };
+        let saver = Checkpointer { tree: &tree, options: &options, before, started };
+        let monitor = match options.monitor.is_active() {
+            true => Some(Monitor::new(&options.monitor, &searcher, before.0).map_err(RunError::Io)?),
+            false => None,
+        };
+        let mut hooks = Hooks { saver, monitor };
         // A first checkpoint at once: the path is checked, and a crash from now on loses nothing.
         if let Some(path) = &options.checkpoint {
-            saver.checkpoint(&scheduler).map_err(|source| RunError::Checkpoint { path: path.clone(), source })?;
+            hooks.saver.checkpoint(&scheduler).map_err(|source| RunError::Checkpoint { path: path.clone(), source })?;
         }
-        let result = drive(&mut scheduler, &events_rx, output, &drive_options, &mut saver);
+        tracing::info!(tree = %tree.command_line(), workers = options.workers, "the run starts");
+        let result = drive(&mut scheduler, &events_rx, output, &drive_options, &mut hooks);
         if let Some(server) = server {
             server.finish();
         }
@@ -243,9 +256,34 @@ impl Run {
             }
         }
         let outcome = result?;
+        tracing::info!(outcome = crate::summary::outcome_name(&outcome), "the run ends");
         let elapsed = Duration::from_secs_f64(before.0) + started.elapsed();
         let summary = Summary::new(&tree.command_line(), &outcome, &scheduler, elapsed, before.1 + 1);
         Ok(Finished { outcome, summary, checkpoint: options.checkpoint.clone() })
+    }
+}
+
+/// What the driver calls back: the checkpoints and the monitor.
+struct Hooks<'a> {
+    saver: Checkpointer<'a>,
+    monitor: Option<Monitor>,
+}
+
+impl Observer for Hooks<'_> {
+    fn tick(&mut self, scheduler: &Scheduler) {
+        if let Some(m) = &mut self.monitor {
+            m.tick(scheduler);
+        }
+    }
+
+    fn checkpoint(&mut self, scheduler: &Scheduler) -> std::io::Result<()> {
+        self.saver.checkpoint(scheduler)
+    }
+
+    fn finish(&mut self, scheduler: &Scheduler) {
+        if let Some(m) = &mut self.monitor {
+            m.finish(scheduler);
+        }
     }
 }
 

@@ -7,4 +7,5 @@ mod cli;
 mod examples;
 mod legacy;
 mod library;
+mod monitor;
 mod remote;

@@ -82,6 +82,9 @@ pub trait Observer {
     fn checkpoint(&mut self, _scheduler: &Scheduler) -> io::Result<()> {
         Ok(())
     }
+
+    /// Called once when the run ends (after the last checkpoint).
+    fn finish(&mut self, _scheduler: &Scheduler) {}
 }
 
 impl Observer for () {}
@@ -142,6 +145,7 @@ pub fn drive(
         if let Some(outcome) = scheduler.outcome() {
             let outcome = outcome.clone();
             save(scheduler, output, observer)?;
+            observer.finish(scheduler);
             return Ok(outcome);
         }
         if had_workers && scheduler.workers() == 0 && !options.workers_may_join {
@@ -152,6 +156,7 @@ pub fn drive(
         let now = Instant::now();
         if timers.tick.is_some_and(|at| now >= at) {
             observer.tick(scheduler);
+            scheduler.clear_job_sizes();
             timers.tick = options.tick.map(|t| now + t);
         }
         if timers.checkpoint.is_some_and(|at| now >= at) {
@@ -209,6 +214,7 @@ pub fn drive(
                     scheduler.clear_output();
                 }
                 save(scheduler, output, observer)?;
+                observer.finish(scheduler);
                 return Ok(Outcome::Stopped(reason));
             }
         }

@@ -81,6 +81,11 @@ impl JobList {
         Some(item)
     }
 
+    /// The `i`-th waiting node (in the order of [`iter`](Self::iter)).
+    pub fn get(&self, i: usize) -> Option<&Pending> {
+        self.items.get(i)
+    }
+
     /// The waiting nodes, next to be handed out last.
     pub fn iter(&self) -> impl Iterator<Item = &Pending> {
         self.items.iter()

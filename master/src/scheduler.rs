@@ -33,6 +33,8 @@ pub struct SchedulerConfig {
     pub node_limit: Option<u64>,
     /// How much work to queue ahead at each worker thread, so that it never waits for a round trip.
     pub queue_ahead: Duration,
+    /// Keep the number of nodes of every committed job, for [`Scheduler::job_sizes`].
+    pub record_job_sizes: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -42,6 +44,7 @@ impl Default for SchedulerConfig {
             budget: BudgetConfig::default(),
             node_limit: None,
             queue_ahead: Duration::from_millis(2),
+            record_job_sizes: false,
         }
     }
 }
@@ -143,6 +146,8 @@ pub struct Scheduler {
     nodes_before: u64,
     /// The most jobs L held at once.
     peak_queued: usize,
+    /// Nodes of the jobs committed since the last [`clear_job_sizes`](Self::clear_job_sizes).
+    job_sizes: Vec<u64>,
     workers_seen: u64,
     outbox: VecDeque<(WorkerId, ToWorker)>,
     output: Vec<u8>,
@@ -191,6 +196,7 @@ impl Scheduler {
             nodes_before: totals.nodes,
             totals,
             peak_queued: 0,
+            job_sizes: Vec::new(),
             workers_seen: 0,
             outbox: VecDeque::new(),
             output: Vec::new(),
@@ -304,6 +310,16 @@ impl Scheduler {
         self.peak_queued
     }
 
+    /// Nodes visited by each job committed since the last [`clear_job_sizes`](Self::clear_job_sizes)
+    /// (kept with [`SchedulerConfig::record_job_sizes`]).
+    pub fn job_sizes(&self) -> &[u64] {
+        &self.job_sizes
+    }
+
+    pub fn clear_job_sizes(&mut self) {
+        self.job_sizes.clear();
+    }
+
     pub fn job_list(&self) -> &JobList {
         &self.list
     }
@@ -402,6 +418,9 @@ impl Scheduler {
                     .collect::<Vec<_>>(),
             );
             self.budget.observe(r.visited, r.elapsed_ns);
+            if self.config.record_job_sizes {
+                self.job_sizes.push(r.visited);
+            }
             if let Some(slot) = self.workers.get_mut(&worker) {
                 slot.outstanding -= 1;
                 slot.job_ns = slot.job_ns * 0.9 + r.elapsed_ns as f64 * 0.1;

@@ -29,6 +29,21 @@ pub enum Command {
     },
     /// Work for a master elsewhere: bts worker (--connect HOST:PORT | --connect-file F)
     Worker(WorkerArgs),
+    /// Estimate a tree's size by random probes: bts estimate [--probes K] [--json] <TREE> [TREE-OPTIONS]
+    #[command(disable_help_flag = true)]
+    Estimate {
+        /// Estimate options, the tree's name and the tree's options.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Draw the job list, the busy workers and the budget over time, from a --hist file.
+    Plot {
+        /// The history of a run (bts run --hist FILE).
+        hist: PathBuf,
+        /// The picture: a file ending in .svg or .png.
+        #[arg(short = 'o', long = "output", value_name = "OUT")]
+        output: PathBuf,
+    },
     /// Print what a checkpoint holds, as JSON.
     Inspect {
         /// The checkpoint file.
@@ -118,6 +133,35 @@ pub struct RemoteArgs {
     pub rendezvous: Option<PathBuf>,
 }
 
+/// The options of `bts estimate`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "bts estimate",
+    no_binary_name = true,
+    about = "Estimate a tree's size by Knuth's random probes",
+    override_usage = "bts estimate [--probes K] [--json] <TREE> [TREE-OPTIONS]"
+)]
+pub struct EstimateArgs {
+    /// Random root-to-leaf probes
+    #[arg(long, value_name = "K", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub probes: u64,
+    /// Print one JSON object: {"nodes", "std_error", "probes", ...}
+    #[arg(long)]
+    pub json: bool,
+    /// Seed of the random choices, to repeat an estimate [default: a fresh one]
+    #[arg(long, value_name = "S")]
+    pub probe_seed: Option<u64>,
+    /// Threads probing [default: the number of cores]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub threads: Option<u32>,
+    /// More log output
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Less log output
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+}
+
 /// The options of `bts worker`.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
@@ -185,9 +229,15 @@ pub struct OutputArgs {
     /// Write the summary as JSON to FILE ("-": stdout, after any output records)
     #[arg(long, value_name = "FILE")]
     pub summary_json: Option<PathBuf>,
-    /// Progress display on stderr
+    /// Progress on stderr: a bar when it is a terminal (auto), otherwise a line every few seconds
     #[arg(long, value_enum, default_value = "auto")]
     pub progress: Progress,
+    /// Write a time series of the run to FILE (CSV, four rows a second), for bts plot
+    #[arg(long, value_name = "FILE")]
+    pub hist: Option<PathBuf>,
+    /// Write the nodes of every job to FILE, one per line
+    #[arg(long, value_name = "FILE")]
+    pub freq: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

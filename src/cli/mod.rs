@@ -2,6 +2,7 @@
 //! 0 complete, 1 failure, 2 bad usage or input, 3 stopped early.
 
 mod args;
+mod estimate;
 mod inspect;
 mod run;
 mod split;
@@ -73,6 +74,13 @@ fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Res
         args::Command::Resume { args } => run::resume(registry, &args),
         args::Command::Inspect { checkpoint } => inspect::inspect(&checkpoint),
         args::Command::Worker(args) => worker::worker(registry, args),
+        args::Command::Estimate { args } => estimate::estimate(registry, &args),
+        args::Command::Plot { hist, output } => {
+            let samples = crate::plot::read_hist(&hist).map_err(CliError::usage)?;
+            let title = format!("bts run: {}", hist.display());
+            crate::plot::plot(&samples, &title, &output).map_err(CliError::usage)?;
+            Ok(Exit::Complete)
+        }
         args::Command::Trees => {
             print!("{}", registry.describe());
             Ok(Exit::Complete)

@@ -1,11 +1,11 @@
 //! `bts run` and `bts resume`: from arguments to a finished run, its summary and its exit status.
 
-use super::args::{Mode, OrderArg, RunArgs};
+use super::args::{Mode, OrderArg, Progress, RunArgs};
 use super::split::split;
 use super::worker::read_token;
 use super::{CliError, Exit, print_clap};
 use crate::registry::BuildError;
-use crate::{ListenOptions, Registry, Run, RunOptions};
+use crate::{ListenOptions, MonitorOptions, ProgressMode, Registry, Run, RunOptions};
 use bts_checkpoints::Checkpoint;
 use bts_master::{BudgetConfig, Order, Outcome, Output, Plain, SchedulerConfig, StopReason};
 use bts_protocol::TreeSpec;
@@ -176,6 +176,7 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit
     crate::signals::forward(run.stopper());
     let finished = run.run_to(&mut *output).map_err(|e| match e {
         crate::RunError::Checkpoint { .. } | crate::RunError::Listen { .. } => CliError::usage(e),
+        crate::RunError::Io(e) => CliError::usage(format!("cannot write the history: {e}")),
         e => CliError::failure(e),
     })?;
     drop(output);
@@ -280,6 +281,15 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
         checkpoint_every: every.map(Duration::from_secs_f64),
         output_path: None,
         listen,
+        monitor: MonitorOptions {
+            progress: match args.output.progress {
+                Progress::Auto => ProgressMode::Auto,
+                Progress::Always => ProgressMode::Always,
+                Progress::Never => ProgressMode::Never,
+            },
+            hist: args.output.hist.clone(),
+            freq: args.output.freq.clone(),
+        },
     })
 }
 

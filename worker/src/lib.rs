@@ -4,6 +4,7 @@
 
 mod dfs;
 mod engine;
+pub mod estimate;
 mod local;
 pub mod remote;
 mod tree;

@@ -1,0 +1,165 @@
+//! `bts plot`: the job list, the busy workers and the budget of a run over time, from its `--hist`
+//! file, as in Figure 2 of Avis & Devroye. SVG or PNG, by the output's extension.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+
+/// One row of a `--hist` file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub elapsed_s: f64,
+    pub nodes: f64,
+    pub queued: f64,
+    pub busy_workers: f64,
+    pub workers: f64,
+    pub budget: f64,
+}
+
+/// Reads a `--hist` file; the message says what is wrong with a bad one.
+pub fn read_hist(path: &Path) -> Result<Vec<Sample>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().ok_or_else(|| format!("{} is empty", path.display()))?.split(',').collect();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| format!("{} is not a bts --hist file (no column {name})", path.display()))
+    };
+    let cols = [column("elapsed_s")?, column("nodes")?, column("queued")?, column("busy_workers")?];
+    let (workers, budget) = (column("workers")?, column("budget")?);
+    let mut samples = Vec::new();
+    for (i, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let fields: Vec<&str> = line.split(',').collect();
+        let get = |c: usize| -> Result<f64, String> {
+            fields
+                .get(c)
+                .and_then(|f| f.trim().parse::<f64>().ok())
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| format!("{}: line {} is not a row of numbers", path.display(), i + 2))
+        };
+        samples.push(Sample {
+            elapsed_s: get(cols[0])?,
+            nodes: get(cols[1])?,
+            queued: get(cols[2])?,
+            busy_workers: get(cols[3])?,
+            workers: get(workers)?,
+            budget: get(budget)?,
+        });
+    }
+    if samples.is_empty() {
+        return Err(format!("{} has no rows", path.display()));
+    }
+    Ok(samples)
+}
+
+/// Draws `samples` to `out` (`.svg` or `.png`).
+pub fn plot(samples: &[Sample], title: &str, out: &Path) -> Result<(), String> {
+    register_font()?;
+    let draw_error = |e: Box<dyn std::error::Error>| format!("cannot draw {}: {e}", out.display());
+    match out.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("svg") => {
+            let root = SVGBackend::new(out, (1000, 900)).into_drawing_area();
+            draw(&root, samples, title).map_err(draw_error)?;
+            root.present().map_err(|e| draw_error(Box::new(e)))
+        }
+        Some("png") => {
+            let root = BitMapBackend::new(out, (1000, 900)).into_drawing_area();
+            draw(&root, samples, title).map_err(draw_error)?;
+            root.present().map_err(|e| draw_error(Box::new(e)))
+        }
+        _ => Err(format!("{}: the plot's name must end in .svg or .png", out.display())),
+    }
+}
+
+/// Text is measured (and in PNG drawn) with a font shipped in the binary: no system font is needed.
+fn register_font() -> Result<(), String> {
+    static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+    plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
+        .map_err(|_| "the built-in font is broken".into())
+}
+
+/// Axis labels: 1200, 1.5, 150k, 2.5M.
+fn short(y: f64) -> String {
+    match y.abs() {
+        a if a >= 1e9 => format!("{:.3}G", y / 1e9),
+        a if a >= 1e6 => format!("{:.3}M", y / 1e6),
+        a if a >= 1e4 => format!("{:.0}k", y / 1e3),
+        a if a >= 10.0 || y.fract() == 0.0 => format!("{y:.0}"),
+        _ => format!("{y:.1}"),
+    }
+    .replace(".000", "")
+}
+
+/// One of the three pictures.
+struct Panel {
+    name: &'static str,
+    unit: &'static str,
+    value: fn(&Sample) -> f64,
+    color: RGBColor,
+    /// The highest value the axis must show besides the data (the workers for busy workers).
+    ceiling: fn(&Sample) -> f64,
+    log: bool,
+}
+
+const PANELS: [Panel; 3] = [
+    Panel {
+        name: "job list |L|",
+        unit: "jobs waiting",
+        value: |s| s.queued,
+        color: BLUE,
+        ceiling: |_| 0.0,
+        log: false,
+    },
+    Panel {
+        name: "busy workers",
+        unit: "workers",
+        value: |s| s.busy_workers,
+        color: RGBColor(0, 140, 0),
+        ceiling: |s| s.workers,
+        log: false,
+    },
+    Panel {
+        name: "budget b",
+        unit: "nodes per job (log)",
+        value: |s| s.budget,
+        color: RED,
+        ceiling: |_| 0.0,
+        log: true,
+    },
+];
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    samples: &[Sample],
+    title: &str,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 24))?;
+    let areas = root.split_evenly((3, 1));
+    let t_max = samples.last().map_or(1.0, |s| s.elapsed_s).max(1e-3);
+    for (area, panel) in areas.iter().zip(&PANELS) {
+        let points: Vec<(f64, f64)> = samples.iter().map(|s| (s.elapsed_s, (panel.value)(s))).collect();
+        let y_max = points.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0);
+        let mut chart = ChartBuilder::on(area);
+        chart.margin(12).x_label_area_size(36).y_label_area_size(70).caption(panel.name, ("sans-serif", 18));
+        let style = panel.color.stroke_width(2);
+        if panel.log {
+            let y_min = points.iter().map(|p| p.1).filter(|&y| y > 0.0).fold(f64::MAX, f64::min).min(y_max);
+            let mut c = chart.build_cartesian_2d(0.0..t_max, (y_min.max(1.0) / 2.0..y_max * 2.0).log_scale())?;
+            c.configure_mesh().x_desc("seconds").y_desc(panel.unit).y_label_formatter(&|y| short(*y)).draw()?;
+            c.draw_series(LineSeries::new(points.into_iter().map(|(x, y)| (x, y.max(1.0))), style))?;
+        } else {
+            let ceiling = samples.iter().map(panel.ceiling).fold(0.0, f64::max);
+            let top = if ceiling > 0.0 { ceiling.max(y_max) + 0.5 } else { y_max * 1.05 };
+            let mut c = chart.build_cartesian_2d(0.0..t_max, 0.0..top)?;
+            c.configure_mesh().x_desc("seconds").y_desc(panel.unit).y_label_formatter(&|y| short(*y)).draw()?;
+            c.draw_series(LineSeries::new(points, style))?;
+        }
+    }
+    Ok(())
+}

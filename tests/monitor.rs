@@ -1,0 +1,183 @@
+//! Seeing a run: size estimates, progress, history files, plots and logs.
+
+use crate::util::*;
+use bts::trees::{Gw, Queens};
+use bts::{Limits, Tree, search};
+use serde_json::Value;
+use std::process::Stdio;
+
+fn count<T: Tree>(tree: &T) -> u64 {
+    search(tree, tree.root(), 0, Limits::UNLIMITED, &mut String::new(), &mut |_, _| unreachable!()).visited
+}
+
+fn estimate(args: &[&str]) -> Value {
+    let mut all = vec!["estimate", "--json"];
+    all.extend_from_slice(args);
+    let o = bts(&all);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn estimates_converge_to_the_exact_size_of_queens_12() {
+    let exact = count(&Queens::new(12)) as f64;
+    let e = estimate(&["--probes", "200000", "--probe-seed", "12", "queens", "--n", "12"]);
+    let nodes = e["nodes"].as_f64().unwrap();
+    assert!((nodes - exact).abs() < 0.05 * exact, "estimate {nodes}, exact {exact}");
+    assert_eq!(e["probes"], 200_000);
+    assert!(e["std_error"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn estimates_of_countable_trees_are_unbiased() {
+    // Each estimate lies within four standard errors of the exact count (seeded, so repeatable).
+    let cases: Vec<(Vec<&str>, u64)> = vec![
+        (vec!["queens", "--n", "8"], count(&Queens::new(8))),
+        (vec!["uts", "--preset", "T1", "-d", "5"], {
+            let params =
+                bts::trees::UtsArgs { preset: Some(bts::trees::Preset::T1), depth: Some(5), ..Default::default() };
+            count(&bts::trees::Uts::new(params.params().unwrap()).unwrap())
+        }),
+        (vec!["gw", "--delta", "3", "--seed", "5"], count(&Gw::new(3, 5))),
+    ];
+    for (tree, exact) in cases {
+        let mut args = vec!["--probes", "20000", "--probe-seed", "7"];
+        args.extend(tree.iter().copied());
+        let e = estimate(&args);
+        let (nodes, se) = (e["nodes"].as_f64().unwrap(), e["std_error"].as_f64().unwrap());
+        assert!((nodes - exact as f64).abs() <= 4.0 * se, "{tree:?}: {nodes} ± {se}, exact {exact}");
+    }
+}
+
+#[test]
+fn heavy_tailed_trees_say_so() {
+    // A critical Galton-Watson tree of 112,154,163 nodes: probes almost always die young.
+    let o = bts(&["estimate", "--probes", "2000", "--probe-seed", "1", "gw", "--delta", "10", "--seed", "119440"]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("standard error") && text.contains("heavy-tailed"), "{text}");
+    let e = estimate(&["--probes", "2000", "--probe-seed", "1", "gw", "--delta", "10", "--seed", "119440"]);
+    assert!(e["relative_std_error"].as_f64().unwrap() > 0.1, "{e}");
+}
+
+#[test]
+fn estimate_refuses_bad_input() {
+    for (args, message) in [
+        (&["estimate"][..], "no tree given"),
+        (&["estimate", "--probes", "0", "queens", "--n", "5"], "--probes"),
+        (&["estimate", "nosuchtree"], "unknown tree"),
+    ] {
+        let o = bts(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn history_and_job_sizes_are_written_as_the_run_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (hist, freq) = (dir.path().join("h.csv"), dir.path().join("f.txt"));
+    let o = bts(&[
+        "run",
+        "--workers",
+        "2",
+        "--hist",
+        hist.to_str().unwrap(),
+        "--freq",
+        freq.to_str().unwrap(),
+        "--summary-json",
+        "-",
+        "uts",
+        "--preset",
+        "T1",
+        "-g",
+        "12",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&o);
+    let text = std::fs::read_to_string(&hist).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("elapsed_s,nodes,rate,queued,busy_workers,workers,budget,jobs,in_flight,estimated_total")
+    );
+    let rows: Vec<Vec<f64>> =
+        lines.map(|l| l.split(',').map(|f| if f.is_empty() { -1.0 } else { f.parse().unwrap() }).collect()).collect();
+    let elapsed = s["elapsed_s"].as_f64().unwrap();
+    assert!(elapsed > 1.0, "the run was too short to sample");
+    assert!(rows.len() as f64 >= 2.0 * elapsed, "{} rows in {elapsed} s", rows.len());
+    for w in rows.windows(2) {
+        assert!(w[1][0] > w[0][0] && w[1][1] >= w[0][1], "time and nodes go forward");
+    }
+    let last = rows.last().unwrap();
+    assert_eq!(last[1] as u64, 4_130_071);
+    assert_eq!(last[7] as u64, s["jobs"].as_u64().unwrap());
+    assert_eq!(last[4] as u64, 0, "nobody busy at the end");
+    assert!(rows.iter().any(|r| r[9] > 0.0), "some estimate of the total");
+    let sizes: Vec<u64> = std::fs::read_to_string(&freq).unwrap().lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(sizes.len() as u64, s["jobs"].as_u64().unwrap());
+    assert_eq!(sizes.iter().sum::<u64>(), 4_130_071);
+}
+
+#[test]
+fn plots_are_valid_svg_and_png() {
+    let dir = tempfile::tempdir().unwrap();
+    let hist = dir.path().join("h.csv");
+    let o = bts(&["run", "--workers", "2", "--hist", hist.to_str().unwrap(), "uts", "--preset", "T1", "-g", "8"]);
+    assert_eq!(o.status.code(), Some(0));
+    let (svg, png) = (dir.path().join("p.svg"), dir.path().join("p.png"));
+    for out in [&svg, &png] {
+        let o = bts(&["plot", hist.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.trim_start().starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+    for caption in ["job list |L|", "busy workers", "budget b", "seconds"] {
+        assert!(text.contains(caption), "no {caption:?} in the SVG");
+    }
+    assert!(text.matches("<polyline").count() >= 3, "three curves");
+    let decoder = png::Decoder::new(std::fs::File::open(&png).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    assert_eq!((info.width, info.height), (1000, 900));
+    assert!(pixels.iter().any(|&b| b < 128), "the picture is not blank");
+    // Bad input: not a history, a picture type that is not known.
+    std::fs::write(dir.path().join("bad.csv"), "a,b\n1,2\n").unwrap();
+    for (args, message) in [
+        (
+            vec!["plot", dir.path().join("bad.csv").to_str().unwrap(), "-o", svg.to_str().unwrap()],
+            "not a bts --hist file",
+        ),
+        (vec!["plot", hist.to_str().unwrap(), "-o", dir.path().join("p.gif").to_str().unwrap()], ".svg or .png"),
+        (vec!["plot", "/nonexistent.csv", "-o", svg.to_str().unwrap()], "cannot read"),
+    ] {
+        let o = bts(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn progress_without_a_terminal_is_a_line_every_few_seconds() {
+    let long = ["run", "--workers", "1", "uts", "--preset", "T1", "-g", "25"];
+    let child = bts_command().args(long).stderr(Stdio::piped()).spawn().unwrap();
+    let o = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(log.lines().any(|l| l.starts_with("bts: ") && l.contains(" nodes ") && l.contains("/s")), "{log}");
+    let quiet = bts(&["run", "--progress", "never", "--workers", "2", "uts", "--preset", "T1", "-g", "10"]);
+    assert!(!stderr(&quiet).contains("/s  L"), "{}", stderr(&quiet));
+    let bar = bts(&["run", "--progress", "always", "--workers", "2", "uts", "--preset", "T1", "-g", "10"]);
+    assert!(stderr(&bar).contains("busy 2/2"), "{}", stderr(&bar));
+}
+
+#[test]
+fn the_default_log_level_is_quiet_and_v_says_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.txt");
+    let o = bts(&["run", "--progress", "never", "--output", out.to_str().unwrap(), "queens", "--n", "8"]);
+    let lines: Vec<String> = stderr(&o).lines().map(str::to_string).collect();
+    assert_eq!(lines.len(), 2, "only the summary: {lines:?}");
+    let o = bts(&["run", "-v", "--progress", "never", "--output", out.to_str().unwrap(), "queens", "--n", "8"]);
+    assert!(stderr(&o).contains("INFO"), "{}", stderr(&o));
+}

@@ -1,0 +1,201 @@
+//! Knuth's tree-size estimator: a random probe from a node to a leaf, taking a uniformly random
+//! child at every step, estimates the subtree's size by 1 + d1 + d1·d2 + … (d_i: the number of
+//! children met at step i). The estimate is unbiased; its variance can be enormous on heavy-tailed
+//! trees, which the standard error of many probes shows.
+//!
+//! Probes work through any [`JobRunner`]: a job with budget 1 visits its node and returns all of its
+//! children, so the same code probes built-in trees, trees of a library user and legacy programs.
+
+use crate::JobRunner;
+use bts_protocol::{Budget, Job, JobFailure, JobId, NodeBytes, ReportBatch};
+
+/// SplitMix64: small, fast and good enough to choose children.
+#[derive(Clone, Debug)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform integer below `n` (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() as u128 * n as u128) >> 64) as usize
+    }
+}
+
+/// One probe from `node` (at `depth`): returns Knuth's estimate of its subtree's size. `choose(d)`
+/// picks which of `d` children to descend into.
+pub fn probe(
+    runner: &mut dyn JobRunner,
+    node: NodeBytes,
+    depth: u32,
+    choose: &mut dyn FnMut(usize) -> usize,
+) -> Result<f64, JobFailure> {
+    let mut batch = ReportBatch::default();
+    let (mut node, mut depth) = (node, depth);
+    let (mut estimate, mut weight) = (0.0f64, 1.0f64);
+    loop {
+        estimate += weight;
+        batch.clear();
+        let job = Job { id: JobId(0), depth, budget: Budget(1), max_depth: None, node };
+        runner.run(&job, &mut batch)?;
+        let d = batch.returned.len();
+        if d == 0 {
+            return Ok(estimate);
+        }
+        weight *= d as f64;
+        let next = batch.returned.swap_remove(choose(d).min(d - 1));
+        (node, depth) = (next.node, next.depth);
+    }
+}
+
+/// Running mean and variance of probe estimates (Welford), mergeable across threads.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Estimate {
+    pub probes: u64,
+    pub mean: f64,
+    m2: f64,
+    /// The largest single probe: on heavy-tailed trees a few probes carry the estimate.
+    pub max: f64,
+}
+
+impl Estimate {
+    pub fn add(&mut self, x: f64) {
+        self.probes += 1;
+        let delta = x - self.mean;
+        self.mean += delta / self.probes as f64;
+        self.m2 += delta * (x - self.mean);
+        self.max = self.max.max(x);
+    }
+
+    pub fn merge(&mut self, other: &Estimate) {
+        if other.probes == 0 {
+            return;
+        }
+        let n = (self.probes + other.probes) as f64;
+        let delta = other.mean - self.mean;
+        self.mean += delta * other.probes as f64 / n;
+        self.m2 += other.m2 + delta * delta * self.probes as f64 * other.probes as f64 / n;
+        self.probes += other.probes;
+        self.max = self.max.max(other.max);
+    }
+
+    /// The standard error of the mean.
+    pub fn std_error(&self) -> f64 {
+        if self.probes < 2 {
+            return f64::INFINITY;
+        }
+        (self.m2 / (self.probes - 1) as f64 / self.probes as f64).sqrt()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{RunnerSettings, Searcher, Tree, TreeSearcher};
+
+    /// A tree by explicit child lists.
+    struct Explicit(Vec<Vec<u32>>);
+
+    impl Tree for Explicit {
+        type Node = u32;
+        type Children<'a> = std::iter::Copied<std::slice::Iter<'a, u32>>;
+        fn root(&self) -> u32 {
+            0
+        }
+        fn children<'a>(&'a self, node: &u32, _depth: u32) -> Self::Children<'a> {
+            self.0[*node as usize].iter().copied()
+        }
+    }
+
+    /// 0 ─┬─ 1 ─┬─ 2
+    ///    │     └─ 3 ─── 4
+    ///    ├─ 5
+    ///    └─ 6 ─┬─ 7
+    ///          ├─ 8
+    ///          └─ 9 ─── 10 ─── 11
+    fn lopsided() -> Explicit {
+        let mut c = vec![Vec::new(); 12];
+        c[0] = vec![1, 5, 6];
+        c[1] = vec![2, 3];
+        c[3] = vec![4];
+        c[6] = vec![7, 8, 9];
+        c[9] = vec![10];
+        c[10] = vec![11];
+        Explicit(c)
+    }
+
+    /// The exact expectation of the estimator: every sequence of choices, weighted by its
+    /// probability.
+    fn expectation(runner: &mut dyn JobRunner, root: NodeBytes, path: &mut Vec<usize>) -> f64 {
+        // Probe with the choices in `path`, then the first child: learn how many children the
+        // next step offers by recording it.
+        let mut offered = Vec::new();
+        let mut step = 0;
+        let value = probe(runner, root.clone(), 0, &mut |d| {
+            offered.push(d);
+            let c = path.get(step).copied().unwrap_or(0);
+            step += 1;
+            c
+        })
+        .unwrap();
+        if offered.len() == path.len() {
+            // A complete path: its probability is the product of 1/d along it.
+            let p: f64 = offered.iter().map(|&d| 1.0 / d as f64).product();
+            return p * value;
+        }
+        let d = offered[path.len()];
+        (0..d)
+            .map(|c| {
+                path.push(c);
+                let e = expectation(runner, root.clone(), path);
+                path.pop();
+                e
+            })
+            .sum()
+    }
+
+    #[test]
+    fn the_estimator_is_unbiased_exactly() {
+        let searcher = TreeSearcher::new(lopsided());
+        let mut runner = searcher.runner(RunnerSettings::default()).unwrap();
+        let e = expectation(&mut *runner, searcher.root().unwrap(), &mut Vec::new());
+        assert!((e - 12.0).abs() < 1e-9, "expectation {e}");
+    }
+
+    #[test]
+    fn many_probes_converge_to_the_size() {
+        let searcher = TreeSearcher::new(lopsided());
+        let mut runner = searcher.runner(RunnerSettings::default()).unwrap();
+        let mut rng = SplitMix64::new(7);
+        let mut est = Estimate::default();
+        for _ in 0..20_000 {
+            est.add(probe(&mut *runner, searcher.root().unwrap(), 0, &mut |d| rng.below(d)).unwrap());
+        }
+        assert!((est.mean - 12.0).abs() < 4.0 * est.std_error(), "{est:?} ± {}", est.std_error());
+        // Probe values for this tree: 1+3+6=10, 1+3+6+6=16, 1+3=4, 1+3+9=13, 1+3+9+9+9=31.
+        assert_eq!(est.max, 31.0);
+    }
+
+    #[test]
+    fn merged_estimates_equal_one_pass() {
+        let xs: Vec<f64> = (0..100).map(|i| ((i * 37) % 11) as f64 * 1.5).collect();
+        let mut whole = Estimate::default();
+        xs.iter().for_each(|&x| whole.add(x));
+        let (mut a, mut b) = (Estimate::default(), Estimate::default());
+        xs[..30].iter().for_each(|&x| a.add(x));
+        xs[30..].iter().for_each(|&x| b.add(x));
+        a.merge(&b);
+        assert_eq!(a.probes, whole.probes);
+        assert!((a.mean - whole.mean).abs() < 1e-12 && (a.std_error() - whole.std_error()).abs() < 1e-12);
+    }
+}
