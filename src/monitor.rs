@@ -1,7 +1,7 @@
 //! Watching a run: the progress display, the history files (`--hist`, `--freq`) and the estimate
 //! of the work left, refined as the run goes by probing nodes of the job list.
 
-use bts_master::{Observer, Pending, Scheduler};
+use bts_master::{Observer, Pending, RunView};
 use bts_worker::estimate::{Estimate, SplitMix64, probe};
 use bts_worker::{RunnerSettings, Searcher};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -117,7 +117,7 @@ impl Monitor {
     }
 
     /// Nodes still to visit, estimated from probes of nodes sampled from the job list.
-    fn remaining(&self, scheduler: &Scheduler) -> Option<f64> {
+    fn remaining(&self, scheduler: &dyn RunView) -> Option<f64> {
         if self.samples.len() < 4 {
             return None;
         }
@@ -125,7 +125,7 @@ impl Monitor {
         Some(mean * (scheduler.queued() + scheduler.in_flight()) as f64)
     }
 
-    fn sample(&mut self, scheduler: &Scheduler) {
+    fn sample(&mut self, scheduler: &dyn RunView) {
         let Some(estimator) = &self.estimator else { return };
         while let Ok(e) = estimator.results.try_recv() {
             if self.samples.len() == WINDOW {
@@ -137,13 +137,13 @@ impl Monitor {
         if now >= self.next_sample && scheduler.queued() > 0 {
             self.next_sample = now + SAMPLE_EVERY;
             let i = self.rng.below(scheduler.queued());
-            if let Some(p) = scheduler.job_list().get(i) {
+            if let Some(p) = scheduler.pending_at(i) {
                 let _ = estimator.requests.send(p.clone());
             }
         }
     }
 
-    fn record(&mut self, scheduler: &Scheduler, last: bool) {
+    fn record(&mut self, scheduler: &dyn RunView, last: bool) {
         let now = Instant::now();
         let nodes = scheduler.totals().nodes;
         let dt = now.duration_since(self.last.0).as_secs_f64();
@@ -165,7 +165,7 @@ impl Monitor {
                 scheduler.queued(),
                 scheduler.busy_workers(),
                 scheduler.workers(),
-                scheduler.budget().base(),
+                scheduler.budget().map_or(0, |b| b.base()),
                 t.jobs,
                 scheduler.in_flight()
             );
@@ -184,7 +184,7 @@ impl Monitor {
                 human(scheduler.queued() as f64),
                 scheduler.busy_workers(),
                 scheduler.workers(),
-                human(scheduler.budget().base() as f64)
+                human(scheduler.budget().map_or(0, |b| b.base()) as f64)
             );
             if let Some(r) = remaining {
                 let fraction = nodes as f64 / (nodes as f64 + r);
@@ -214,11 +214,11 @@ impl Monitor {
 }
 
 impl Observer for Monitor {
-    fn tick(&mut self, scheduler: &Scheduler) {
+    fn tick(&mut self, scheduler: &dyn RunView) {
         self.record(scheduler, false);
     }
 
-    fn finish(&mut self, scheduler: &Scheduler) {
+    fn finish(&mut self, scheduler: &dyn RunView) {
         self.record(scheduler, true);
         for file in [self.hist.as_mut(), self.freq.as_mut()].into_iter().flatten() {
             if let Err(e) = file.flush() {

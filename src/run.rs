@@ -19,7 +19,8 @@ pub use crate::monitor::{MonitorOptions, ProgressMode};
 use crate::summary::Summary;
 use bts_checkpoints::{Checkpoint, StoredOptions};
 use bts_master::{
-    DriveOptions, Event, Observer, Outcome, Output, Plain, Scheduler, SchedulerConfig, StopReason, drive,
+    BudgetState, DriveOptions, Event, Observer, Outcome, Output, Plain, RunView, Scheduler, SchedulerConfig,
+    StopReason, drive,
 };
 use bts_protocol::{ToWorker, TreeSpec};
 use bts_worker::{RunnerSettings, Searcher, Tree, TreeSearcher, WorkerLoop, run_worker};
@@ -270,17 +271,17 @@ struct Hooks<'a> {
 }
 
 impl Observer for Hooks<'_> {
-    fn tick(&mut self, scheduler: &Scheduler) {
+    fn tick(&mut self, scheduler: &dyn RunView) {
         if let Some(m) = &mut self.monitor {
             m.tick(scheduler);
         }
     }
 
-    fn checkpoint(&mut self, scheduler: &Scheduler) -> std::io::Result<()> {
+    fn checkpoint(&mut self, scheduler: &dyn RunView) -> std::io::Result<()> {
         self.saver.checkpoint(scheduler)
     }
 
-    fn finish(&mut self, scheduler: &Scheduler) {
+    fn finish(&mut self, scheduler: &dyn RunView) {
         if let Some(m) = &mut self.monitor {
             m.finish(scheduler);
         }
@@ -297,7 +298,7 @@ struct Checkpointer<'a> {
 }
 
 impl Observer for Checkpointer<'_> {
-    fn checkpoint(&mut self, scheduler: &Scheduler) -> std::io::Result<()> {
+    fn checkpoint(&mut self, scheduler: &dyn RunView) -> std::io::Result<()> {
         let Some(path) = &self.options.checkpoint else { return Ok(()) };
         let o = self.options;
         let checkpoint = Checkpoint {
@@ -313,7 +314,10 @@ impl Observer for Checkpointer<'_> {
                 workers: o.workers as u32,
             },
             totals: scheduler.totals().clone(),
-            budget: scheduler.budget().state().clone(),
+            budget: scheduler.budget().map_or_else(
+                || BudgetState { base: o.scheduler.budget.initial, cost: Default::default() },
+                |b| b.state().clone(),
+            ),
             elapsed_s: self.before.0 + self.started.elapsed().as_secs_f64(),
             segments: self.before.1 + 1,
             output_len: scheduler.totals().output_bytes,

@@ -1,6 +1,6 @@
 //! The summary of a run: printed for people on stderr, written as JSON for programs.
 
-use bts_master::{Order, Outcome, Scheduler, StopReason, Totals};
+use bts_master::{Order, Outcome, RunView, StopReason, Totals};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -54,23 +54,27 @@ pub fn outcome_name(outcome: &Outcome) -> &'static str {
 }
 
 impl Summary {
-    pub fn new(tree: &str, outcome: &Outcome, scheduler: &Scheduler, elapsed: Duration, segments: u32) -> Self {
+    pub fn new(tree: &str, outcome: &Outcome, scheduler: &dyn RunView, elapsed: Duration, segments: u32) -> Self {
         let t = scheduler.totals();
         let secs = elapsed.as_secs_f64();
         Summary {
             complete: *outcome == Outcome::Complete,
             outcome: outcome_name(outcome).to_string(),
             tree: tree.to_string(),
-            mode: "budget".to_string(),
+            mode: scheduler.mode().to_string(),
             totals: t.clone(),
             workers: scheduler.workers_seen() as usize,
             elapsed_s: secs,
             segments,
             nodes_per_s: if secs > 0.0 { t.nodes as f64 / secs } else { 0.0 },
-            budget: BudgetSummary { initial: scheduler.budget().config().initial, last: scheduler.budget().base() },
-            order: match scheduler.job_list().order() {
-                Order::Lifo => "lifo",
-                Order::Fifo => "fifo",
+            budget: scheduler.budget().map_or(BudgetSummary { initial: 0, last: 0 }, |b| BudgetSummary {
+                initial: b.config().initial,
+                last: b.base(),
+            }),
+            order: match scheduler.order() {
+                Some(Order::Lifo) => "lifo",
+                Some(Order::Fifo) => "fifo",
+                None => "none",
             }
             .to_string(),
             queued: scheduler.queued() + scheduler.in_flight(),

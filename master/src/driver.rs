@@ -3,6 +3,7 @@
 //! happens here.
 
 use crate::scheduler::{Outcome, Scheduler, StopReason, WorkerId};
+use crate::view::RunView;
 use bts_protocol::{FromWorker, ToWorker};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -75,16 +76,16 @@ impl<W: Write> Output for Plain<W> {
 /// Hooks of the driver into the rest of the program.
 pub trait Observer {
     /// Called every [`DriveOptions::tick`], for progress reports.
-    fn tick(&mut self, _scheduler: &Scheduler) {}
+    fn tick(&mut self, _run: &dyn RunView) {}
 
     /// Saves the run. Called every [`DriveOptions::checkpoint_every`] and when the run ends, at a
     /// consistent moment: the output holds exactly the committed records, synced.
-    fn checkpoint(&mut self, _scheduler: &Scheduler) -> io::Result<()> {
+    fn checkpoint(&mut self, _run: &dyn RunView) -> io::Result<()> {
         Ok(())
     }
 
     /// Called once when the run ends (after the last checkpoint).
-    fn finish(&mut self, _scheduler: &Scheduler) {}
+    fn finish(&mut self, _run: &dyn RunView) {}
 }
 
 impl Observer for () {}
@@ -222,7 +223,7 @@ pub fn drive(
 }
 
 /// Syncs the output, then lets the observer save the run.
-fn save(scheduler: &Scheduler, output: &mut dyn Output, observer: &mut dyn Observer) -> io::Result<()> {
+pub(crate) fn save(run: &dyn RunView, output: &mut dyn Output, observer: &mut dyn Observer) -> io::Result<()> {
     output.sync()?;
-    observer.checkpoint(scheduler)
+    observer.checkpoint(run)
 }

@@ -6,8 +6,10 @@ mod driver;
 mod joblist;
 pub mod net;
 mod scheduler;
+mod view;
 
 pub use budget::{Assignment, BudgetConfig, BudgetController, BudgetState, CostModel};
 pub use driver::{DriveOptions, Event, Link, Observer, Output, Plain, drive};
 pub use joblist::{JobList, Order, Pending};
 pub use scheduler::{Outcome, Scheduler, SchedulerConfig, StopReason, Totals, Violation, WorkerId};
+pub use view::RunView;

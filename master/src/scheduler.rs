@@ -297,25 +297,6 @@ impl Scheduler {
 
     // ----- state for reports and checkpoints -----
 
-    pub fn totals(&self) -> &Totals {
-        &self.totals
-    }
-
-    pub fn queued(&self) -> usize {
-        self.list.len()
-    }
-
-    /// The most jobs L held at once.
-    pub fn peak_queued(&self) -> usize {
-        self.peak_queued
-    }
-
-    /// Nodes visited by each job committed since the last [`clear_job_sizes`](Self::clear_job_sizes)
-    /// (kept with [`SchedulerConfig::record_job_sizes`]).
-    pub fn job_sizes(&self) -> &[u64] {
-        &self.job_sizes
-    }
-
     pub fn clear_job_sizes(&mut self) {
         self.job_sizes.clear();
     }
@@ -324,26 +305,8 @@ impl Scheduler {
         &self.list
     }
 
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
-    }
-
-    pub fn workers(&self) -> usize {
-        self.workers.len()
-    }
-
     pub fn threads(&self) -> usize {
         self.workers.values().map(|w| w.threads as usize).sum()
-    }
-
-    /// Worker threads that took part in the run, those that left included.
-    pub fn workers_seen(&self) -> u64 {
-        self.workers_seen
-    }
-
-    /// Workers with at least one job.
-    pub fn busy_workers(&self) -> usize {
-        self.workers.values().filter(|w| w.outstanding > 0).count()
     }
 
     pub fn budget(&self) -> &BudgetController {
@@ -351,7 +314,7 @@ impl Scheduler {
     }
 
     /// Every job not yet committed: those in L and those out with workers (by their start nodes).
-    pub fn pending_jobs(&self) -> Vec<Pending> {
+    fn collect_pending(&self) -> Vec<Pending> {
         let mut out: Vec<(JobId, Pending)> =
             self.in_flight.iter().map(|(&id, j)| (id, Pending { depth: j.depth, node: j.node.clone() })).collect();
         out.sort_by_key(|&(id, _)| std::cmp::Reverse(id));
@@ -534,4 +497,58 @@ fn check_report(r: &JobReport, job: &InFlight) -> Result<(), String> {
         return Err(format!("job {} visited {} nodes on a budget of {}", r.id.0, r.visited, job.budget));
     }
     Ok(())
+}
+
+impl crate::view::RunView for Scheduler {
+    fn mode(&self) -> &'static str {
+        "budget"
+    }
+
+    fn totals(&self) -> &Totals {
+        &self.totals
+    }
+
+    fn queued(&self) -> usize {
+        self.list.len()
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    fn busy_workers(&self) -> usize {
+        self.workers.values().filter(|w| w.outstanding > 0).count()
+    }
+
+    fn workers_seen(&self) -> u64 {
+        self.workers_seen
+    }
+
+    fn budget(&self) -> Option<&BudgetController> {
+        Some(&self.budget)
+    }
+
+    fn order(&self) -> Option<Order> {
+        Some(self.list.order())
+    }
+
+    fn peak_queued(&self) -> usize {
+        self.peak_queued
+    }
+
+    fn pending_jobs(&self) -> Vec<Pending> {
+        self.collect_pending()
+    }
+
+    fn pending_at(&self, i: usize) -> Option<&Pending> {
+        self.list.get(i)
+    }
+
+    fn job_sizes(&self) -> &[u64] {
+        &self.job_sizes
+    }
 }

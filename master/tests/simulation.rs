@@ -2,7 +2,9 @@
 //! time, report in batches, die and join, and the run must still count every node exactly once and
 //! commit every output record exactly once.
 
-use bts_master::{BudgetConfig, BudgetState, Order, Outcome, Pending, Scheduler, SchedulerConfig, StopReason, Totals};
+use bts_master::{
+    BudgetConfig, BudgetState, Order, Outcome, Pending, RunView, Scheduler, SchedulerConfig, StopReason, Totals,
+};
 use bts_protocol::{FromWorker, Job, ReportBatch, ToWorker};
 use bts_trees::{Gw, Queens};
 use bts_worker::{JobRunner, Limits, RunnerSettings, Searcher, Tree, TreeSearcher, search};

@@ -10,6 +10,7 @@ pub mod codec;
 mod job;
 mod message;
 mod node;
+pub mod polling;
 pub mod wire;
 
 pub use job::{BatchError, Budget, Job, JobId, JobReport, ReportBatch, Returned};

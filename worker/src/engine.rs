@@ -26,6 +26,13 @@ pub trait Searcher: Send + Sync {
 
     /// A runner for one worker thread (a legacy program starts its process here).
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String>;
+
+    /// A splittable depth-first stack for the random-polling mode, or `None` when the tree cannot
+    /// offer one (a legacy program cannot split its search).
+    fn stack_worker(&self, settings: RunnerSettings) -> Option<Box<dyn crate::StackWorker>> {
+        let _ = settings;
+        None
+    }
 }
 
 /// Runs jobs one after another on one thread.
@@ -56,6 +63,10 @@ impl<T: Tree> Searcher for TreeSearcher<T> {
 
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
         Ok(Box::new(TreeRunner { tree: Arc::clone(&self.0), settings, out: String::new() }))
+    }
+
+    fn stack_worker(&self, settings: RunnerSettings) -> Option<Box<dyn crate::StackWorker>> {
+        Some(Box::new(crate::TreeStack::new(Arc::clone(&self.0), settings.keep_output)))
     }
 }
 

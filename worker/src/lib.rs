@@ -6,11 +6,14 @@ mod dfs;
 mod engine;
 pub mod estimate;
 mod local;
+pub mod polling;
 pub mod remote;
+mod stack;
 mod tree;
 mod unwind;
 
 pub use dfs::{JobStats, Limits, search};
 pub use engine::{JobRunner, RunnerSettings, Searcher, TreeSearcher};
 pub use local::{WorkerLoop, run_worker};
+pub use stack::{StackWorker, TreeStack};
 pub use tree::{AdjChildren, Adjacency, AdjacencyOracle, Tree};

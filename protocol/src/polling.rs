@@ -1,0 +1,60 @@
+//! Messages of the random-polling mode: between workers, and between workers and the coordinator.
+
+use crate::{JobFailure, Returned};
+use serde::{Deserialize, Serialize};
+
+/// How a busy worker divides its stack with a thief.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SplitRule {
+    /// Every other waiting node, counted from the bottom: about half of every level, so that
+    /// both sides get shallow (large) and deep (small) subtrees alike.
+    #[default]
+    Alternate,
+    /// The bottom node only: the shallowest, whose subtree is likely the largest.
+    Bottom,
+}
+
+/// What a polling worker did since it last said.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    pub visited: u64,
+    pub leaves: u64,
+    pub max_depth: u32,
+    pub outputs: u64,
+    /// Output records, each ending in `\n`.
+    pub output: Vec<u8>,
+    /// Nodes waiting on the worker's stack when it said so.
+    pub stack: u64,
+}
+
+/// Messages to a polling worker, from another worker or from the coordinator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerMsg {
+    /// Worker `from` asks for work.
+    Request { from: u32 },
+    /// Work for the worker that asked (counted as busy by its sender).
+    Work(Vec<Returned>),
+    /// The worker asked has nothing to give.
+    NoWork,
+    /// Hand the stack to the coordinator and wait.
+    Pause,
+    /// Carry on, with these nodes.
+    Resume(Vec<Returned>),
+    /// The run is over.
+    Finish,
+}
+
+/// What a polling worker tells the coordinator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PollReport {
+    /// Nodes visited and output records since the last report.
+    Progress { worker: u32, progress: Progress },
+    /// Paused: the stack, the last progress, and the work messages sent and received so far.
+    Paused { worker: u32, stack: Vec<Returned>, progress: Progress, sent: u64, received: u64 },
+    /// Work that reached a paused worker.
+    LateWork { worker: u32, nodes: Vec<Returned> },
+    /// Visiting a node failed (the oracle panicked).
+    Failed { worker: u32, failure: JobFailure },
+    /// The worker is done: the run is over, or it was told to finish.
+    Finished { worker: u32, progress: Progress, pieces: u64, moved: u64 },
+}

@@ -1,0 +1,243 @@
+//! The depth-first stack of a random-polling worker: nodes waiting to be visited, with the
+//! shallowest at the bottom, which a busy worker splits to give part of it to an idle one.
+
+use crate::{Tree, unwind};
+use bts_protocol::polling::{Progress, SplitRule};
+use bts_protocol::{JobFailure, JobId, NodeBytes, Returned};
+use std::sync::Arc;
+
+/// A depth-first stack that can be split, behind a type-erased interface.
+pub trait StackWorker: Send {
+    /// Adds nodes to visit.
+    fn push(&mut self, nodes: Vec<Returned>) -> Result<(), String>;
+
+    /// Visits up to `max` nodes; returns how many it visited (fewer when the stack runs dry).
+    fn work(&mut self, max: u64) -> Result<u64, JobFailure>;
+
+    fn len(&self) -> usize;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Takes part of the stack for a thief (nothing when fewer than two nodes wait: the top one is
+    /// next to be visited).
+    fn split(&mut self, rule: SplitRule) -> Vec<Returned>;
+
+    /// Takes the whole stack (for a checkpoint).
+    fn take_all(&mut self) -> Vec<Returned>;
+
+    /// What was done since the last call.
+    fn take_progress(&mut self) -> Progress;
+}
+
+/// The [`StackWorker`] of a [`Tree`].
+pub struct TreeStack<T: Tree> {
+    tree: Arc<T>,
+    /// Nodes to visit and their depths; the next one on top.
+    stack: Vec<(T::Node, u32)>,
+    children: Vec<T::Node>,
+    keep_output: bool,
+    out: String,
+    progress: Progress,
+}
+
+impl<T: Tree> TreeStack<T> {
+    pub fn new(tree: Arc<T>, keep_output: bool) -> Self {
+        Self {
+            tree,
+            stack: Vec::new(),
+            children: Vec::new(),
+            keep_output,
+            out: String::new(),
+            progress: Progress::default(),
+        }
+    }
+
+    fn encode(&self, node: &T::Node, depth: u32) -> Returned {
+        let node = postcard::to_extend(node, NodeBytes::new()).expect("a node serialises: it did when it was pushed");
+        Returned { depth, node }
+    }
+}
+
+impl<T: Tree> StackWorker for TreeStack<T> {
+    fn push(&mut self, nodes: Vec<Returned>) -> Result<(), String> {
+        // Given in depth-first order: the first is to be visited first, so it goes on top.
+        for r in nodes.into_iter().rev() {
+            let node: T::Node =
+                postcard::from_bytes(r.node.as_slice()).map_err(|e| format!("cannot decode a node: {e}"))?;
+            self.stack.push((node, r.depth));
+        }
+        Ok(())
+    }
+
+    fn work(&mut self, max: u64) -> Result<u64, JobFailure> {
+        let tree = &*self.tree;
+        let mut visited = 0;
+        while visited < max {
+            let Some((node, depth)) = self.stack.pop() else { break };
+            visited += 1;
+            let p = &mut self.progress;
+            p.visited += 1;
+            p.max_depth = p.max_depth.max(depth);
+            let children = &mut self.children;
+            let out = &mut self.out;
+            let result = unwind::catch(|| {
+                if tree.output(&node, depth, out) {
+                    out.push('\n');
+                    true
+                } else {
+                    false
+                }
+            })
+            .and_then(|had_output| unwind::catch(|| children.extend(tree.children(&node, depth))).map(|_| had_output));
+            match result {
+                Ok(had_output) => p.outputs += u64::from(had_output),
+                Err(panic) => {
+                    children.clear();
+                    return Err(JobFailure {
+                        id: JobId(0),
+                        node: format!("{node:?}"),
+                        message: format!("the tree oracle panicked: {panic}"),
+                    });
+                }
+            }
+            if children.is_empty() {
+                p.leaves += 1;
+            }
+            // The first child on top, to be visited next.
+            self.stack.extend(children.drain(..).rev().map(|c| (c, depth + 1)));
+        }
+        if self.keep_output {
+            self.progress.output.extend_from_slice(self.out.as_bytes());
+        }
+        self.out.clear();
+        Ok(visited)
+    }
+
+    fn len(&self) -> usize {
+        self.stack.len()
+    }
+
+    fn split(&mut self, rule: SplitRule) -> Vec<Returned> {
+        let n = self.stack.len();
+        if n < 2 {
+            return Vec::new();
+        }
+        let given: Vec<(T::Node, u32)> = match rule {
+            SplitRule::Bottom => vec![self.stack.remove(0)],
+            SplitRule::Alternate => {
+                // Positions 0, 2, 4, ... below the top go; the others stay, in order.
+                let top = self.stack.pop().expect("two nodes at least");
+                let mut keep = Vec::with_capacity(n / 2 + 1);
+                let mut give = Vec::with_capacity(n / 2);
+                for (i, item) in self.stack.drain(..).enumerate() {
+                    if i % 2 == 0 { give.push(item) } else { keep.push(item) }
+                }
+                keep.push(top);
+                self.stack = keep;
+                give
+            }
+        };
+        // The thief gets them in depth-first order (its next node first): the reverse of the stack.
+        given.iter().rev().map(|(node, depth)| self.encode(node, *depth)).collect()
+    }
+
+    fn take_all(&mut self) -> Vec<Returned> {
+        let all = std::mem::take(&mut self.stack);
+        all.iter().rev().map(|(node, depth)| self.encode(node, *depth)).collect()
+    }
+
+    fn take_progress(&mut self) -> Progress {
+        let mut p = std::mem::take(&mut self.progress);
+        p.stack = self.stack.len() as u64;
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Node i > 0 hangs below a random earlier node; children in id order; every node a record.
+    struct Explicit(Vec<Vec<u32>>);
+
+    impl Tree for Explicit {
+        type Node = u32;
+        type Children<'a> = std::iter::Copied<std::slice::Iter<'a, u32>>;
+        fn root(&self) -> u32 {
+            0
+        }
+        fn children<'a>(&'a self, node: &u32, _depth: u32) -> Self::Children<'a> {
+            self.0[*node as usize].iter().copied()
+        }
+        fn output(&self, node: &u32, _depth: u32, out: &mut String) -> bool {
+            out.push_str(&node.to_string());
+            true
+        }
+    }
+
+    fn random_tree(parents: &[usize]) -> Explicit {
+        let mut children = vec![Vec::new(); parents.len() + 1];
+        for (i, &p) in parents.iter().enumerate() {
+            children[p % (i + 1)].push(i as u32 + 1);
+        }
+        Explicit(children)
+    }
+
+    fn root() -> Vec<Returned> {
+        vec![Returned { depth: 0, node: postcard::to_extend(&0u32, NodeBytes::new()).unwrap() }]
+    }
+
+    proptest! {
+        /// Stacks split at random moments among several workers, by either rule, visit every node
+        /// exactly once.
+        #[test]
+        fn splitting_loses_and_repeats_nothing(
+            parents in proptest::collection::vec(any::<usize>(), 0..400),
+            steps in proptest::collection::vec((0usize..4, 1u64..8, any::<bool>(), 0usize..4), 1..200),
+        ) {
+            let tree = Arc::new(random_tree(&parents));
+            let mut workers: Vec<TreeStack<Explicit>> = (0..4).map(|_| TreeStack::new(Arc::clone(&tree), true)).collect();
+            workers[0].push(root()).unwrap();
+            for (w, n, bottom, thief) in steps {
+                workers[w].work(n).unwrap();
+                let rule = if bottom { SplitRule::Bottom } else { SplitRule::Alternate };
+                let loot = workers[w].split(rule);
+                workers[thief].push(loot).unwrap();
+            }
+            for w in &mut workers {
+                w.work(u64::MAX).unwrap();
+            }
+            let mut seen = vec![0; tree.0.len()];
+            let mut visited = 0;
+            for w in &mut workers {
+                let p = w.take_progress();
+                visited += p.visited;
+                for line in String::from_utf8(p.output).unwrap().lines() {
+                    seen[line.parse::<usize>().unwrap()] += 1;
+                }
+            }
+            prop_assert_eq!(visited as usize, tree.0.len());
+            prop_assert!(seen.iter().all(|&c| c == 1));
+        }
+    }
+
+    #[test]
+    fn alternate_gives_half_of_each_level_and_keeps_the_next_node() {
+        // Root 0 with children 1..=4, node 1 with children 5..=7.
+        let mut c = vec![Vec::new(); 8];
+        c[0] = vec![1, 2, 3, 4];
+        c[1] = vec![5, 6, 7];
+        let mut w = TreeStack::new(Arc::new(Explicit(c)), false);
+        w.push(root()).unwrap();
+        w.work(2).unwrap(); // visits 0 and 1; the stack (bottom to top) is 4 3 2 7 6 5
+        let given: Vec<u32> =
+            w.split(SplitRule::Alternate).iter().map(|r| postcard::from_bytes(r.node.as_slice()).unwrap()).collect();
+        // Positions 0, 2, 4 below the top (4, 2, 6) go, in depth-first order for the thief.
+        assert_eq!(given, vec![6, 2, 4]);
+        let kept: Vec<u32> = w.take_all().iter().map(|r| postcard::from_bytes(r.node.as_slice()).unwrap()).collect();
+        assert_eq!(kept, vec![5, 7, 3]);
+    }
+}
