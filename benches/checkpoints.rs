@@ -33,6 +33,7 @@ fn write_large() {
             checkpoint: None,
             checkpoint_every: None,
             workers: 2,
+            mode: Default::default(),
         },
         totals: Totals::default(),
         budget: BudgetState { base: 1, cost: Default::default() },

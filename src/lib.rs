@@ -21,9 +21,12 @@ mod summary;
 
 pub use bts_master::{BudgetConfig, Order, Outcome, SchedulerConfig, StopReason, Totals};
 pub use bts_protocol::TreeSpec;
+pub use bts_protocol::polling::SplitRule;
 pub use bts_worker::{AdjChildren, Adjacency, AdjacencyOracle, JobStats, Limits, Tree, search};
 pub use registry::{BuildError, Registry};
-pub use run::{Finished, ListenOptions, MonitorOptions, ProgressMode, Run, RunError, RunOptions, Stopper};
+pub use run::{
+    Finished, ListenOptions, MonitorOptions, PollingStart, ProgressMode, Run, RunError, RunMode, RunOptions, Stopper,
+};
 pub use summary::{BudgetSummary, Summary};
 
 /// The built-in trees.

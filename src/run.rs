@@ -17,16 +17,21 @@
 use crate::monitor::{Monitor, TICK};
 pub use crate::monitor::{MonitorOptions, ProgressMode};
 use crate::summary::Summary;
-use bts_checkpoints::{Checkpoint, StoredOptions};
+use bts_checkpoints::{Checkpoint, StoredMode, StoredOptions};
+use bts_master::polling::Coordinator;
 use bts_master::{
-    BudgetState, DriveOptions, Event, Observer, Outcome, Output, Plain, RunView, Scheduler, SchedulerConfig,
-    StopReason, drive,
+    BudgetState, DriveOptions, Event, Observer, Outcome, Output, Pending, Plain, RunView, Scheduler, SchedulerConfig,
+    StopReason, Totals, drive, drive_polling,
 };
+use bts_protocol::Returned;
+use bts_protocol::polling::{PeerMsg, SplitRule};
 use bts_protocol::{ToWorker, TreeSpec};
+use bts_worker::polling::{Shared, Start, run_polling_worker};
 use bts_worker::{RunnerSettings, Searcher, Tree, TreeSearcher, WorkerLoop, run_worker};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -52,6 +57,28 @@ pub struct RunOptions {
     pub listen: Option<ListenOptions>,
     /// Progress display and history files.
     pub monitor: MonitorOptions,
+    /// Budget mode (a master's job list) or random polling (work stealing).
+    pub mode: RunMode,
+}
+
+/// How work is shared among workers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RunMode {
+    /// The master keeps the job list and hands out budgeted jobs.
+    #[default]
+    Budget,
+    /// Random polling: every worker owns a stack and idle workers steal from random others.
+    Polling { split: SplitRule, start: PollingStart },
+}
+
+/// How the workers of a new random-polling run get their first work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PollingStart {
+    /// Every worker splits the root ⌈log2 P⌉ times by the bits of its index (Sanders).
+    #[default]
+    Selective,
+    /// Worker 0 takes the root; the others steal.
+    Plain,
 }
 
 /// How to accept remote workers.
@@ -100,6 +127,7 @@ impl Default for RunOptions {
             output_path: None,
             listen: None,
             monitor: MonitorOptions { progress: ProgressMode::Never, hist: None, freq: None },
+            mode: RunMode::Budget,
         }
     }
 }
@@ -110,6 +138,9 @@ pub enum RunError {
     /// The tree or the workers could not be set up.
     #[error("{0}")]
     Setup(String),
+    /// What was asked cannot be done with this tree or these options.
+    #[error("{0}")]
+    Unsupported(String),
     /// The address cannot be listened on.
     #[error("cannot listen on {address}: {source}")]
     Listen { address: String, source: std::io::Error },
@@ -190,6 +221,9 @@ impl Run {
 
     /// As [`run`](Self::run), with an output that can be synced to disk before each checkpoint.
     pub fn run_to(self, output: &mut dyn Output) -> Result<Finished, RunError> {
+        if let RunMode::Polling { split, start } = self.options.mode {
+            return self.run_polling(split, start, output);
+        }
         let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
         if options.workers == 0 && options.listen.is_none() {
             return Err(RunError::Setup("a run needs at least one worker".into()));
@@ -264,6 +298,109 @@ impl Run {
     }
 }
 
+impl Run {
+    /// A random-polling run on local threads.
+    fn run_polling(self, split: SplitRule, start: PollingStart, output: &mut dyn Output) -> Result<Finished, RunError> {
+        let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
+        if options.listen.is_some() {
+            return Err(RunError::Unsupported("random polling with remote workers is not available yet".into()));
+        }
+        let workers = options.workers.max(1) as u32;
+        let started = Instant::now();
+        let settings = RunnerSettings { keep_output: !options.count_only };
+        let stacks: Option<Vec<_>> = (0..workers).map(|_| searcher.stack_worker(settings)).collect();
+        let stacks = stacks.ok_or_else(|| {
+            RunError::Unsupported(
+                "random polling needs a tree that can split its search; a legacy program (exec) cannot: use --mode budget"
+                    .into(),
+            )
+        })?;
+        let (totals, before, mut starts, initial_jobs) = match resume {
+            Some(ck) => {
+                let initial = ck.jobs.clone();
+                // The saved nodes, dealt out in turn.
+                let mut parts: Vec<Vec<Returned>> = vec![Vec::new(); workers as usize];
+                for (i, p) in ck.jobs.into_iter().enumerate() {
+                    parts[i % workers as usize].push(Returned { depth: p.depth, node: p.node });
+                }
+                (
+                    ck.totals,
+                    (ck.elapsed_s, ck.segments),
+                    parts.into_iter().map(Start::Nodes).collect::<Vec<_>>(),
+                    initial,
+                )
+            }
+            None => {
+                let root = Returned { depth: 0, node: searcher.root().map_err(RunError::Setup)? };
+                // Selective starts visit nodes before the node limit is in force: with one, start plainly.
+                let start = if options.scheduler.node_limit.is_some() { PollingStart::Plain } else { start };
+                let starts = (0..workers)
+                    .map(|_| match start {
+                        PollingStart::Selective => Start::Selective(root.clone()),
+                        PollingStart::Plain => Start::Plain(root.clone()),
+                    })
+                    .collect();
+                let initial = vec![Pending { depth: 0, node: root.node.clone() }];
+                (Totals::default(), (0.0, 0), starts, initial)
+            }
+        };
+        let (senders, inboxes): (Vec<Sender<PeerMsg>>, Vec<Receiver<PeerMsg>>) =
+            (0..workers).map(|_| mpsc::channel()).unzip();
+        let shared = Arc::new(Shared {
+            busy: AtomicUsize::new(workers as usize),
+            inboxes: senders.clone(),
+            remaining: AtomicU64::new(options.scheduler.node_limit.unwrap_or(u64::MAX)),
+            rule: split,
+        });
+        let seed = started.elapsed().as_nanos() as u64 ^ std::process::id() as u64;
+        let mut threads = Vec::new();
+        for ((me, stack), inbox) in stacks.into_iter().enumerate().zip(inboxes) {
+            let (shared, to_master, start) = (Arc::clone(&shared), events_tx.clone(), starts.remove(0));
+            let thread = std::thread::Builder::new().name(format!("bts-poll-{me}")).spawn(move || {
+                let mut report = |r| to_master.send(Event::Poll(r)).is_ok();
+                run_polling_worker(me as u32, stack, start, inbox, shared, &mut report, seed);
+            });
+            threads.push(thread.map_err(|e| RunError::Setup(format!("cannot start a worker thread: {e}")))?);
+        }
+
+        let mut coordinator = Coordinator::new(workers, totals, options.scheduler.node_limit);
+        let drive_options = DriveOptions {
+            deadline: options.time_limit.map(|t| started + t),
+            stop_file: options.stop_file.clone(),
+            checkpoint_every: options.checkpoint_every.filter(|_| options.checkpoint.is_some()),
+            workers_may_join: false,
+            tick: options.monitor.is_active().then_some(TICK),
+        };
+        let saver = Checkpointer { tree: &tree, options: &options, before, started };
+        let monitor = match options.monitor.is_active() {
+            true => Some(Monitor::new(&options.monitor, &searcher, before.0).map_err(RunError::Io)?),
+            false => None,
+        };
+        let mut hooks = Hooks { saver, monitor };
+        if let Some(path) = &options.checkpoint {
+            // The first checkpoint holds what the run starts from: the root, or the resumed nodes.
+            hooks
+                .saver
+                .write(&coordinator, initial_jobs)
+                .map_err(|source| RunError::Checkpoint { path: path.clone(), source })?;
+        }
+        tracing::info!(tree = %tree.command_line(), workers, "the run starts (random polling)");
+        let result = drive_polling(&mut coordinator, &events_rx, &senders, output, &drive_options, &mut hooks);
+        drop(events_rx);
+        // After an abort the threads are told to finish but not waited for.
+        if coordinator.outcome().is_some() {
+            for t in threads {
+                let _ = t.join();
+            }
+        }
+        let outcome = result?;
+        tracing::info!(outcome = crate::summary::outcome_name(&outcome), "the run ends");
+        let elapsed = Duration::from_secs_f64(before.0) + started.elapsed();
+        let summary = Summary::new(&tree.command_line(), &outcome, &coordinator, elapsed, before.1 + 1);
+        Ok(Finished { outcome, summary, checkpoint: options.checkpoint.clone() })
+    }
+}
+
 /// What the driver calls back: the checkpoints and the monitor.
 struct Hooks<'a> {
     saver: Checkpointer<'a>,
@@ -298,7 +435,14 @@ struct Checkpointer<'a> {
 }
 
 impl Observer for Checkpointer<'_> {
-    fn checkpoint(&mut self, scheduler: &dyn RunView) -> std::io::Result<()> {
+    fn checkpoint(&mut self, run: &dyn RunView) -> std::io::Result<()> {
+        self.write(run, run.pending_jobs())
+    }
+}
+
+impl Checkpointer<'_> {
+    /// Writes a checkpoint of `run` whose unvisited nodes are `jobs`.
+    fn write(&self, scheduler: &dyn RunView, jobs: Vec<Pending>) -> std::io::Result<()> {
         let Some(path) = &self.options.checkpoint else { return Ok(()) };
         let o = self.options;
         let checkpoint = Checkpoint {
@@ -312,6 +456,10 @@ impl Observer for Checkpointer<'_> {
                 checkpoint: o.checkpoint.clone(),
                 checkpoint_every: o.checkpoint_every.map(|d| d.as_secs_f64()),
                 workers: o.workers as u32,
+                mode: match o.mode {
+                    RunMode::Budget => StoredMode::Budget,
+                    RunMode::Polling { split, .. } => StoredMode::Polling { split },
+                },
             },
             totals: scheduler.totals().clone(),
             budget: scheduler.budget().map_or_else(
@@ -321,7 +469,7 @@ impl Observer for Checkpointer<'_> {
             elapsed_s: self.before.0 + self.started.elapsed().as_secs_f64(),
             segments: self.before.1 + 1,
             output_len: scheduler.totals().output_bytes,
-            jobs: scheduler.pending_jobs(),
+            jobs,
         };
         bts_checkpoints::write(path, &checkpoint)
     }

@@ -85,22 +85,24 @@ impl Summary {
     /// Two lines for people.
     pub fn human(&self) -> String {
         let opt = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+        let t = &self.totals;
+        let sharing = if self.mode == "polling" {
+            format!("{} pieces of work stolen, {} nodes moved", t.jobs, t.returned)
+        } else {
+            format!("{} jobs, {} returned, budget {} -> {}", t.jobs, t.returned, self.budget.initial, self.budget.last)
+        };
+        let left = if self.queued > 0 { format!(", {} jobs left", self.queued) } else { String::new() };
         format!(
             "bts: {}: {} nodes, {} leaves, max depth {}, {} outputs\n\
-             bts: {:.3} s, {:.3} M nodes/s, {} workers, {} jobs, {} returned, budget {} -> {}{}\n",
+             bts: {:.3} s, {:.3} M nodes/s, {} workers, {sharing}{left}\n",
             self.outcome,
-            self.totals.nodes,
-            opt(self.totals.leaves),
-            opt(self.totals.max_depth.map(u64::from)),
-            self.totals.outputs,
+            t.nodes,
+            opt(t.leaves),
+            opt(t.max_depth.map(u64::from)),
+            t.outputs,
             self.elapsed_s,
             self.nodes_per_s / 1e6,
             self.workers,
-            self.totals.jobs,
-            self.totals.returned,
-            self.budget.initial,
-            self.budget.last,
-            if self.queued > 0 { format!(", {} jobs left", self.queued) } else { String::new() },
         )
     }
 }

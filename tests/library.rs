@@ -138,3 +138,38 @@ fn a_failed_run_leaves_a_checkpoint_holding_the_failed_job() {
     // The run is not over: resuming it would retry the failed job.
     assert!(!checkpoint.is_complete());
 }
+
+#[test]
+fn a_panicking_oracle_in_polling_mode_stops_the_run_with_the_node_in_the_checkpoint() {
+    let mut registry = Registry::builtin();
+    registry.register::<FaultyArgs, _>("faulty", |a| Ok(Faulty { branching: 3, height: 9, panic_at: a.panic_at }));
+    let dir = tempfile::tempdir().unwrap();
+    let (out, ck) = (dir.path().join("records.txt"), dir.path().join("run.ckpt"));
+    let args = ["bts", "run", "--mode", "polling", "--workers", "3", "--output", out.to_str().unwrap()];
+    let args = args.into_iter().chain(["--checkpoint", ck.to_str().unwrap(), "faulty", "--panic-at", "4000"]);
+    assert_eq!(bts::cli::run(&registry, args.map(Into::into)), Exit::Failure);
+    let checkpoint = bts_checkpoints::load(&ck).unwrap();
+    let output = std::fs::read(&out).unwrap();
+    assert_eq!(checkpoint.output_len, output.len() as u64);
+    check_committed(&output, 4000);
+    let nodes: Vec<u64> = checkpoint.jobs.iter().map(|p| postcard::from_bytes(p.node.as_slice()).unwrap()).collect();
+    assert!(nodes.contains(&4000), "the failed node is kept for a resume");
+    // Committed nodes and waiting subtrees add up to the whole tree (3^10 - 1) / 2 nodes.
+    let subtree = |v: u64| {
+        let (mut size, mut level, mut width) = (0u64, 0u32, 1u64);
+        let mut d = 0;
+        let mut x = v;
+        while x > 0 {
+            x = (x - 1) / 3;
+            d += 1;
+        }
+        while d + level <= 9 {
+            size += width;
+            width *= 3;
+            level += 1;
+        }
+        size
+    };
+    let waiting: u64 = nodes.iter().map(|&v| subtree(v)).sum();
+    assert_eq!(checkpoint.totals.nodes + waiting, (3u64.pow(10) - 1) / 2);
+}

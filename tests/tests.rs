@@ -8,4 +8,5 @@ mod examples;
 mod legacy;
 mod library;
 mod monitor;
+mod polling;
 mod remote;

@@ -25,6 +25,7 @@ pub use format::{CURRENT_VERSION, LoadError, MAGIC, decode, encode};
 
 use bts_master::{BudgetConfig, BudgetState, Order, Pending, Totals};
 use bts_protocol::TreeSpec;
+use bts_protocol::polling::SplitRule;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -43,6 +44,18 @@ pub struct StoredOptions {
     pub checkpoint_every: Option<f64>,
     /// Local worker threads of the last segment.
     pub workers: u32,
+    /// How work was shared; a checkpoint may be resumed in either mode.
+    pub mode: StoredMode,
+}
+
+/// The mode of the run that wrote a checkpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StoredMode {
+    #[default]
+    Budget,
+    Polling {
+        split: SplitRule,
+    },
 }
 
 /// A run's state between two segments.

@@ -17,6 +17,7 @@ fn sample(jobs: usize) -> Checkpoint {
             checkpoint: Some("/tmp/ck".into()),
             checkpoint_every: Some(2.5),
             workers: 3,
+            mode: Default::default(),
         },
         totals: Totals {
             nodes: 123_456,

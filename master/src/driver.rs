@@ -2,8 +2,10 @@
 //! output, takes checkpoints, and watches the clock and the stop file. All I/O of the master
 //! happens here.
 
+use crate::polling::{Coordinator, PauseFor};
 use crate::scheduler::{Outcome, Scheduler, StopReason, WorkerId};
 use crate::view::RunView;
+use bts_protocol::polling::{PeerMsg, PollReport};
 use bts_protocol::{FromWorker, ToWorker};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -47,6 +49,8 @@ pub enum Event {
     Stop(StopReason),
     /// Stop now: save what is committed and leave the jobs out with workers to the checkpoint.
     Abort(StopReason),
+    /// A report of a random-polling worker.
+    Poll(PollReport),
 }
 
 /// Where committed output records go.
@@ -209,6 +213,7 @@ pub fn drive(
                 scheduler.handle_disconnect(worker);
             }
             Event::Stop(reason) => scheduler.stop(reason),
+            Event::Poll(_) => {}
             Event::Abort(reason) => {
                 if !scheduler.output().is_empty() {
                     output.write_all(scheduler.output())?;
@@ -226,4 +231,105 @@ pub fn drive(
 pub(crate) fn save(run: &dyn RunView, output: &mut dyn Output, observer: &mut dyn Observer) -> io::Result<()> {
     output.sync()?;
     observer.checkpoint(run)
+}
+
+/// Runs a random-polling run until it ends: delivers the coordinator's messages to the workers'
+/// inboxes, writes committed output, pauses the workers for checkpoints and stops, and enforces the
+/// time limit and the stop file. An [`Event::Abort`] ends it at once, keeping the last checkpoint.
+pub fn drive_polling(
+    coordinator: &mut Coordinator,
+    events: &Receiver<Event>,
+    inboxes: &[Sender<PeerMsg>],
+    output: &mut dyn Output,
+    options: &DriveOptions,
+    observer: &mut dyn Observer,
+) -> io::Result<Outcome> {
+    let now = Instant::now();
+    let mut timers = Timers {
+        tick: options.tick.map(|t| now + t),
+        checkpoint: options.checkpoint_every.map(|t| now + t),
+        stop_file: options.stop_file.as_ref().map(|_| now),
+    };
+    loop {
+        while let Some((worker, message)) = coordinator.poll_send() {
+            if let Some(inbox) = inboxes.get(worker as usize) {
+                let _ = inbox.send(message);
+            }
+        }
+        if !coordinator.output().is_empty() {
+            output.write_all(coordinator.output())?;
+            coordinator.clear_output();
+        }
+        if let Some(why) = coordinator.pause_complete() {
+            match why {
+                PauseFor::Checkpoint => {
+                    if let Err(e) = save(coordinator, output, observer) {
+                        tracing::warn!("cannot write a periodic checkpoint: {e}; the previous one stays valid");
+                    }
+                    coordinator.resume();
+                }
+                PauseFor::Stop(reason) => {
+                    save(coordinator, output, observer)?;
+                    coordinator.finish(Outcome::Stopped(reason));
+                }
+                PauseFor::Fail(failure) => {
+                    save(coordinator, output, observer)?;
+                    coordinator.finish(Outcome::Failed(failure));
+                }
+            }
+            continue;
+        }
+        if let Some(outcome) = coordinator.outcome() {
+            let outcome = outcome.clone();
+            if outcome == Outcome::Complete {
+                save(coordinator, output, observer)?;
+            }
+            observer.finish(coordinator);
+            return Ok(outcome);
+        }
+
+        let now = Instant::now();
+        if timers.tick.is_some_and(|at| now >= at) {
+            observer.tick(coordinator);
+            timers.tick = options.tick.map(|t| now + t);
+        }
+        if timers.checkpoint.is_some_and(|at| now >= at) {
+            coordinator.request_pause(PauseFor::Checkpoint);
+            timers.checkpoint = options.checkpoint_every.map(|t| now + t);
+        }
+        if timers.stop_file.is_some_and(|at| now >= at) {
+            if options.stop_file.as_ref().is_some_and(|f| f.exists()) {
+                tracing::info!("stop file found: stopping");
+                coordinator.request_pause(PauseFor::Stop(StopReason::StopFile));
+                timers.stop_file = None;
+            } else {
+                timers.stop_file = Some(now + STOP_FILE_POLL);
+            }
+        }
+        if options.deadline.is_some_and(|d| now >= d) {
+            coordinator.request_pause(PauseFor::Stop(StopReason::TimeLimit));
+        }
+
+        let wake = [options.deadline, timers.tick, timers.checkpoint, timers.stop_file].into_iter().flatten().min();
+        let event = match wake {
+            Some(at) => match events.recv_timeout(at.saturating_duration_since(now)) {
+                Ok(e) => e,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return Err(io::Error::other("every event source closed")),
+            },
+            None => events.recv().map_err(|_| io::Error::other("every event source closed"))?,
+        };
+        match event {
+            Event::Poll(report) => coordinator.handle(report),
+            Event::Stop(reason) => coordinator.request_pause(PauseFor::Stop(reason)),
+            Event::Abort(reason) => {
+                for inbox in inboxes {
+                    let _ = inbox.send(PeerMsg::Finish);
+                }
+                output.flush()?;
+                return Ok(Outcome::Stopped(reason));
+            }
+            Event::Joined { .. } | Event::Message(..) | Event::Disconnected(_) | Event::Latency { .. } => {}
+        }
+    }
 }

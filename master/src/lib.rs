@@ -5,11 +5,12 @@ mod budget;
 mod driver;
 mod joblist;
 pub mod net;
+pub mod polling;
 mod scheduler;
 mod view;
 
 pub use budget::{Assignment, BudgetConfig, BudgetController, BudgetState, CostModel};
-pub use driver::{DriveOptions, Event, Link, Observer, Output, Plain, drive};
+pub use driver::{DriveOptions, Event, Link, Observer, Output, Plain, drive, drive_polling};
 pub use joblist::{JobList, Order, Pending};
 pub use scheduler::{Outcome, Scheduler, SchedulerConfig, StopReason, Totals, Violation, WorkerId};
 pub use view::RunView;

@@ -58,3 +58,15 @@ pub enum PollReport {
     /// The worker is done: the run is over, or it was told to finish.
     Finished { worker: u32, progress: Progress, pieces: u64, moved: u64 },
 }
+
+impl Progress {
+    /// Adds `other` to this progress.
+    pub fn merge(&mut self, other: Progress) {
+        self.visited += other.visited;
+        self.leaves += other.leaves;
+        self.max_depth = self.max_depth.max(other.max_depth);
+        self.outputs += other.outputs;
+        self.output.extend_from_slice(&other.output);
+        self.stack = other.stack;
+    }
+}

@@ -60,6 +60,18 @@ pub enum Mode {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SplitArg {
+    Alternate,
+    Bottom,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StartArg {
+    Selective,
+    Plain,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OrderArg {
     Lifo,
     Fifo,
@@ -106,9 +118,18 @@ pub struct LocalWorkerArgs {
     /// Local worker threads; 0 with --listen: remote workers only [default: the number of cores]
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
-    /// Scheduling mode [default: budget]
+    /// How work is shared: budget (a master's job list of budgeted jobs) or polling (workers
+    /// steal from each other) [default: budget]
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
+    /// Polling: what a busy worker gives a thief: alternate (every other waiting node from the
+    /// bottom, about half of each level) or bottom (its shallowest node) [default: alternate]
+    #[arg(long, value_enum, value_name = "RULE")]
+    pub split: Option<SplitArg>,
+    /// Polling: how a new run starts: selective (every worker splits the root by the bits of its
+    /// index) or plain (one worker takes the root) [default: selective]
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub start: Option<StartArg>,
 }
 
 #[derive(Debug, Args)]

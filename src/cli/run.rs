@@ -1,12 +1,12 @@
 //! `bts run` and `bts resume`: from arguments to a finished run, its summary and its exit status.
 
-use super::args::{Mode, OrderArg, Progress, RunArgs};
+use super::args::{Mode, OrderArg, Progress, RunArgs, SplitArg, StartArg};
 use super::split::split;
 use super::worker::read_token;
 use super::{CliError, Exit, print_clap};
 use crate::registry::BuildError;
-use crate::{ListenOptions, MonitorOptions, ProgressMode, Registry, Run, RunOptions};
-use bts_checkpoints::Checkpoint;
+use crate::{ListenOptions, MonitorOptions, PollingStart, ProgressMode, Registry, Run, RunMode, RunOptions, SplitRule};
+use bts_checkpoints::{Checkpoint, StoredMode};
 use bts_master::{BudgetConfig, Order, Outcome, Output, Plain, SchedulerConfig, StopReason};
 use bts_protocol::TreeSpec;
 use bts_worker::remote::{MasterAddress, RemoteOptions};
@@ -175,7 +175,9 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit
     };
     crate::signals::forward(run.stopper());
     let finished = run.run_to(&mut *output).map_err(|e| match e {
-        crate::RunError::Checkpoint { .. } | crate::RunError::Listen { .. } => CliError::usage(e),
+        crate::RunError::Checkpoint { .. } | crate::RunError::Listen { .. } | crate::RunError::Unsupported(_) => {
+            CliError::usage(e)
+        }
         crate::RunError::Io(e) => CliError::usage(format!("cannot write the history: {e}")),
         e => CliError::failure(e),
     })?;
@@ -213,9 +215,7 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit
 /// Checks the options together and turns them into the run's configuration; when resuming, options
 /// not given keep the checkpoint's values.
 fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptions, CliError> {
-    if args.workers.mode == Some(Mode::Polling) {
-        return Err(CliError::usage("--mode polling is not available yet; use --mode budget"));
-    }
+    let mode = run_mode(args, resuming)?;
     let listen = listen_options(args)?;
     let workers = match args.workers.workers {
         Some(0) if listen.is_none() => {
@@ -281,6 +281,7 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
         checkpoint_every: every.map(Duration::from_secs_f64),
         output_path: None,
         listen,
+        mode,
         monitor: MonitorOptions {
             progress: match args.output.progress {
                 Progress::Auto => ProgressMode::Auto,
@@ -291,6 +292,53 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
             freq: args.output.freq.clone(),
         },
     })
+}
+
+/// Budget mode or random polling, with their options checked; when resuming, the stored mode unless
+/// one is given.
+fn run_mode(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunMode, CliError> {
+    let w = &args.workers;
+    let stored = resuming.map(|c| c.options.mode);
+    let polling = match w.mode {
+        Some(Mode::Polling) => true,
+        Some(Mode::Budget) => false,
+        None => matches!(stored, Some(StoredMode::Polling { .. })) || w.split.is_some() || w.start.is_some(),
+    };
+    if !polling {
+        if w.split.is_some() || w.start.is_some() {
+            return Err(CliError::usage("--split and --start apply to --mode polling"));
+        }
+        return Ok(RunMode::Budget);
+    }
+    let b = &args.budget;
+    let budget_options = [
+        (b.budget.is_some(), "--budget"),
+        (b.fixed_budget, "--fixed-budget"),
+        (b.scale.is_some(), "--scale"),
+        (b.lmin.is_some(), "--lmin"),
+        (b.lmax.is_some(), "--lmax"),
+        (b.maxd.is_some(), "--maxd"),
+        (b.initial_depth.is_some(), "--initial-depth"),
+        (b.order.is_some(), "--order"),
+        (args.output.freq.is_some(), "--freq"),
+    ];
+    if let Some((_, name)) = budget_options.iter().find(|(given, _)| *given) {
+        return Err(CliError::usage(format!("{name} applies to --mode budget, not to --mode polling")));
+    }
+    let stored_split = match stored {
+        Some(StoredMode::Polling { split }) => split,
+        _ => SplitRule::default(),
+    };
+    let split = match w.split {
+        Some(SplitArg::Alternate) => SplitRule::Alternate,
+        Some(SplitArg::Bottom) => SplitRule::Bottom,
+        None => stored_split,
+    };
+    let start = match w.start {
+        Some(StartArg::Plain) => PollingStart::Plain,
+        _ => PollingStart::Selective,
+    };
+    Ok(RunMode::Polling { split, start })
 }
 
 /// An output file, synced to disk before every checkpoint.

@@ -19,7 +19,7 @@
 
 use crate::StackWorker;
 use crate::estimate::SplitMix64;
-use bts_protocol::polling::{PeerMsg, PollReport, SplitRule};
+use bts_protocol::polling::{PeerMsg, PollReport, Progress, SplitRule};
 use bts_protocol::{JobFailure, Returned};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -101,16 +101,95 @@ enum Stop {
     Gone,
 }
 
-/// Runs worker `me` until the run ends. `stack` holds the worker's starting nodes (if any: those
-/// with nodes must be counted in `shared.busy` before any worker starts).
+/// How a worker gets its first work.
+pub enum Start {
+    /// A new run: Sanders' selective initialisation. Every worker takes the root and splits it
+    /// ⌈log2 P⌉ times following the bits of its index, keeping its own part (see [`selective_start`]).
+    Selective(Returned),
+    /// A new run: worker 0 takes the root, the others start by stealing.
+    Plain(Returned),
+    /// These nodes (a resumed run).
+    Nodes(Vec<Returned>),
+}
+
+/// Worker `me`'s part of a new run from `root`, among `workers`: at round k the workers sharing
+/// the low k bits of their index expand the same nodes until two wait, then split them by `rule`,
+/// those with bit k set taking the part given away. Every worker of a group visits the group's
+/// nodes, but only its lowest-numbered worker counts them: the returned progress is what this
+/// worker must report.
+pub fn selective_start(
+    stack: &mut dyn StackWorker,
+    root: Returned,
+    me: u32,
+    workers: u32,
+    rule: SplitRule,
+) -> Result<Progress, JobFailure> {
+    let undecodable = |e| JobFailure { id: bts_protocol::JobId(0), node: "(the root)".into(), message: e };
+    stack.push(vec![root]).map_err(undecodable)?;
+    let mut counted = Progress::default();
+    let rounds = u32::BITS - workers.saturating_sub(1).leading_zeros();
+    for k in 0..rounds {
+        let group = 1u32 << k;
+        if (me & (group - 1)) + group >= workers {
+            // Nobody takes the other half at this round.
+            continue;
+        }
+        let leader = me < group;
+        while stack.len() == 1 {
+            stack.work(1)?;
+            let p = stack.take_progress();
+            if leader {
+                counted.merge(p);
+            }
+        }
+        if stack.len() < 2 {
+            break;
+        }
+        let given = stack.split(rule);
+        if me & group != 0 {
+            stack.take_all();
+            stack.push(given).map_err(undecodable)?;
+        }
+    }
+    Ok(counted)
+}
+
+/// Runs worker `me` until the run ends. Every worker must be counted in `shared.busy` before any
+/// starts; a worker that starts with nothing takes itself off.
 pub fn run_polling_worker(
     me: u32,
-    stack: Box<dyn StackWorker>,
+    mut stack: Box<dyn StackWorker>,
+    start: Start,
     inbox: Receiver<PeerMsg>,
     shared: Arc<Shared>,
     report: &mut dyn FnMut(PollReport) -> bool,
     seed: u64,
 ) {
+    let workers = shared.inboxes.len() as u32;
+    let push = |stack: &mut dyn StackWorker, nodes| {
+        stack.push(nodes).map(|_| Progress::default()).map_err(|message| JobFailure {
+            id: bts_protocol::JobId(0),
+            node: "(a starting node)".into(),
+            message,
+        })
+    };
+    let begun = match start {
+        Start::Selective(root) => selective_start(&mut *stack, root, me, workers, shared.rule),
+        Start::Plain(root) => push(&mut *stack, if me == 0 { vec![root] } else { Vec::new() }),
+        Start::Nodes(nodes) => push(&mut *stack, nodes),
+    };
+    match begun {
+        Ok(progress) if progress.visited > 0 => {
+            let _ = report(PollReport::Progress { worker: me, progress });
+        }
+        Ok(_) => {}
+        Err(failure) => {
+            let _ = report(PollReport::Failed { worker: me, failure });
+        }
+    }
+    if stack.is_empty() && shared.busy.fetch_sub(1, Ordering::SeqCst) == 1 {
+        shared.finish_all();
+    }
     let mut w = Worker {
         me,
         stack,
@@ -330,6 +409,67 @@ impl Worker<'_> {
                 Ok(PeerMsg::Finish) => return Some(Stop::Finish),
                 Ok(PeerMsg::NoWork | PeerMsg::Pause) => {}
                 Err(_) => return Some(Stop::Gone),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{RunnerSettings, Searcher, TreeSearcher};
+
+    /// A complete tree of branching `b` and height `h`, nodes numbered in heap order, each a record.
+    struct Complete {
+        b: u64,
+        h: u32,
+    }
+
+    impl crate::Tree for Complete {
+        type Node = u64;
+        type Children<'a> = Box<dyn Iterator<Item = u64>>;
+        fn root(&self) -> u64 {
+            0
+        }
+        fn children<'a>(&'a self, node: &u64, depth: u32) -> Self::Children<'a> {
+            let (b, v) = (self.b, *node);
+            if depth < self.h { Box::new((1..=b).map(move |i| v * b + i)) } else { Box::new(std::iter::empty()) }
+        }
+        fn output(&self, node: &u64, _depth: u32, out: &mut String) -> bool {
+            out.push_str(&node.to_string());
+            true
+        }
+    }
+
+    /// Every worker's selective start, then every stack worked to the end: each node is counted
+    /// (and written) exactly once, by one worker.
+    #[test]
+    fn selective_start_shares_the_root_without_counting_twice() {
+        for (b, h) in [(2u64, 0u32), (2, 1), (3, 4), (1, 6)] {
+            let size: u64 = (0..=h).map(|d| b.pow(d)).sum();
+            for workers in 1..=9u32 {
+                for rule in [SplitRule::Alternate, SplitRule::Bottom] {
+                    let searcher = TreeSearcher::new(Complete { b, h });
+                    let root = Returned { depth: 0, node: searcher.root().unwrap() };
+                    let mut seen = std::collections::HashMap::<u64, u32>::new();
+                    let mut nonempty = 0;
+                    for me in 0..workers {
+                        let mut stack = searcher.stack_worker(RunnerSettings::default()).unwrap();
+                        let start = selective_start(&mut *stack, root.clone(), me, workers, rule).unwrap();
+                        nonempty += u32::from(!stack.is_empty());
+                        stack.work(u64::MAX).unwrap();
+                        let mut p = start;
+                        p.merge(stack.take_progress());
+                        for line in String::from_utf8(p.output).unwrap().lines() {
+                            *seen.entry(line.parse().unwrap()).or_default() += 1;
+                        }
+                    }
+                    assert_eq!(seen.len() as u64, size, "b={b} h={h} P={workers} {rule:?}");
+                    assert!(seen.values().all(|&c| c == 1), "b={b} h={h} P={workers} {rule:?}: {seen:?}");
+                    if (b, h) == (3, 4) {
+                        assert_eq!(nonempty, workers, "P={workers} {rule:?}: every worker starts with work");
+                    }
+                }
             }
         }
     }

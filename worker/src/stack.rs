@@ -54,6 +54,15 @@ impl<T: Tree> TreeStack<T> {
         }
     }
 
+    /// Moves the records written so far into the progress (or drops them, counted, when output is
+    /// not kept).
+    fn flush_output(&mut self) {
+        if self.keep_output {
+            self.progress.output.extend_from_slice(self.out.as_bytes());
+        }
+        self.out.clear();
+    }
+
     fn encode(&self, node: &T::Node, depth: u32) -> Returned {
         let node = postcard::to_extend(node, NodeBytes::new()).expect("a node serialises: it did when it was pushed");
         Returned { depth, node }
@@ -76,12 +85,9 @@ impl<T: Tree> StackWorker for TreeStack<T> {
         let mut visited = 0;
         while visited < max {
             let Some((node, depth)) = self.stack.pop() else { break };
-            visited += 1;
-            let p = &mut self.progress;
-            p.visited += 1;
-            p.max_depth = p.max_depth.max(depth);
             let children = &mut self.children;
             let out = &mut self.out;
+            let out_before = out.len();
             let result = unwind::catch(|| {
                 if tree.output(&node, depth, out) {
                     out.push('\n');
@@ -91,27 +97,33 @@ impl<T: Tree> StackWorker for TreeStack<T> {
                 }
             })
             .and_then(|had_output| unwind::catch(|| children.extend(tree.children(&node, depth))).map(|_| had_output));
+            let p = &mut self.progress;
             match result {
                 Ok(had_output) => p.outputs += u64::from(had_output),
                 Err(panic) => {
+                    // The node was not visited: it goes back on the stack, for a checkpoint to keep.
                     children.clear();
-                    return Err(JobFailure {
+                    out.truncate(out_before);
+                    let failure = JobFailure {
                         id: JobId(0),
                         node: format!("{node:?}"),
                         message: format!("the tree oracle panicked: {panic}"),
-                    });
+                    };
+                    self.stack.push((node, depth));
+                    self.flush_output();
+                    return Err(failure);
                 }
             }
+            visited += 1;
+            p.visited += 1;
+            p.max_depth = p.max_depth.max(depth);
             if children.is_empty() {
                 p.leaves += 1;
             }
             // The first child on top, to be visited next.
             self.stack.extend(children.drain(..).rev().map(|c| (c, depth + 1)));
         }
-        if self.keep_output {
-            self.progress.output.extend_from_slice(self.out.as_bytes());
-        }
-        self.out.clear();
+        self.flush_output();
         Ok(visited)
     }
 

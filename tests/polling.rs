@@ -1,0 +1,244 @@
+//! Random polling: exact counts with any number of workers, split rule and start, pauses for
+//! checkpoints, stops and resumes in either mode, failures.
+
+use crate::util::*;
+use bts::trees::{Gw, Preset, Queens, Uts};
+use bts::{Limits, PollingStart, Run, RunMode, RunOptions, SplitRule, Tree, search};
+use std::process::Stdio;
+use std::time::Duration;
+
+fn sequential<T: Tree>(tree: &T) -> (u64, u64, u32, u64) {
+    let s = search(tree, tree.root(), 0, Limits::UNLIMITED, &mut String::new(), &mut |_, _| unreachable!());
+    (s.visited, s.leaves, s.max_depth, s.outputs)
+}
+
+fn polling(workers: usize, split: SplitRule, start: PollingStart) -> RunOptions {
+    RunOptions { workers, mode: RunMode::Polling { split, start }, ..RunOptions::default() }
+}
+
+#[test]
+fn polling_counts_exactly_whatever_the_workers_rule_and_start() {
+    let combos = [
+        (1, SplitRule::Alternate, PollingStart::Selective),
+        (2, SplitRule::Alternate, PollingStart::Selective),
+        (3, SplitRule::Bottom, PollingStart::Selective),
+        (5, SplitRule::Alternate, PollingStart::Plain),
+        (4, SplitRule::Bottom, PollingStart::Plain),
+    ];
+    for (workers, split, start) in combos {
+        let what = format!("{workers} workers, {split:?}, {start:?}");
+        // UTS T1: the published counts.
+        let f = Run::new("T1", Uts::new(Preset::T1.params()).unwrap())
+            .options(polling(workers, split, start))
+            .run(&mut std::io::sink())
+            .unwrap();
+        let t = &f.summary.totals;
+        assert_eq!((t.nodes, t.leaves, t.max_depth), (4_130_071, Some(3_305_118), Some(10)), "{what}");
+        assert_eq!(f.summary.mode, "polling");
+        // A gw tree: a second count by one sequential search.
+        let gw = Gw::new(10, 656);
+        let (nodes, leaves, depth, _) = sequential(&gw);
+        let f = Run::new("gw", gw).options(polling(workers, split, start)).run(&mut std::io::sink()).unwrap();
+        let t = &f.summary.totals;
+        assert_eq!((t.nodes, t.leaves, t.max_depth), (nodes, Some(leaves), Some(depth)), "{what}");
+        // Queens: every solution written once.
+        let mut out = Vec::new();
+        let f = Run::new("queens", Queens::new(9)).options(polling(workers, split, start)).run(&mut out).unwrap();
+        assert_eq!(f.summary.totals.outputs, 352, "{what}");
+        let mut lines: Vec<&str> = std::str::from_utf8(&out).unwrap().lines().collect();
+        lines.sort();
+        lines.dedup();
+        assert_eq!(lines.len(), 352, "{what}");
+    }
+}
+
+#[test]
+fn steals_move_work_between_workers() {
+    let f = Run::new("T3", Uts::new(Preset::T3.params()).unwrap())
+        .options(polling(2, SplitRule::Alternate, PollingStart::Plain))
+        .run(&mut std::io::sink())
+        .unwrap();
+    // With a plain start, worker 1 has nothing until it steals.
+    assert!(f.summary.totals.jobs >= 1 && f.summary.totals.returned >= 1, "{:?}", f.summary);
+    assert_eq!(f.summary.totals.nodes, 4_112_897);
+}
+
+fn published_t1(s: &serde_json::Value) {
+    assert_eq!(
+        (s["nodes"].as_u64(), s["leaves"].as_u64(), s["max_depth"].as_u64()),
+        (Some(4_130_071), Some(3_305_118), Some(10)),
+        "{s}"
+    );
+}
+
+#[test]
+fn frequent_pauses_for_checkpoints_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("p.ckpt");
+    let o = bts(&[
+        "run",
+        "--mode",
+        "polling",
+        "--workers",
+        "3",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--checkpoint-every",
+        "0.02",
+        "--summary-json",
+        "-",
+        "uts",
+        "--preset",
+        "T1",
+        "-g",
+        "3",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    published_t1(&summary(&o));
+    let checkpoint = bts_checkpoints::load(&ck).unwrap();
+    assert!(checkpoint.is_complete());
+    assert_eq!(checkpoint.totals.nodes, 4_130_071);
+}
+
+#[test]
+fn the_node_limit_is_exact_and_the_rest_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("n.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    let o = bts(&[
+        "run",
+        "--mode",
+        "polling",
+        "--workers",
+        "2",
+        "--checkpoint",
+        ck_s,
+        "--node-limit",
+        "123457",
+        "--summary-json",
+        "-",
+        "uts",
+        "--preset",
+        "T1",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(summary(&o)["nodes"], 123_457);
+    let o = bts(&["resume", ck_s, "--workers", "3", "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&o);
+    published_t1(&s);
+    assert_eq!(s["mode"], "polling");
+}
+
+#[test]
+fn checkpoints_resume_in_either_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    for (first, then) in [("polling", "budget"), ("budget", "polling"), ("polling", "polling")] {
+        let ck = dir.path().join(format!("{first}-{then}.ckpt"));
+        let ck_s = ck.to_str().unwrap();
+        let o = bts(&[
+            "run",
+            "--mode",
+            first,
+            "--workers",
+            "2",
+            "--checkpoint",
+            ck_s,
+            "--time-limit",
+            "0.3",
+            "uts",
+            "--preset",
+            "T1",
+            "-g",
+            "10",
+        ]);
+        assert_eq!(o.status.code(), Some(3), "{first}: {}", stderr(&o));
+        let o = bts(&["resume", ck_s, "--mode", then, "--workers", "2", "--summary-json", "-"]);
+        assert_eq!(o.status.code(), Some(0), "{first} then {then}: {}", stderr(&o));
+        let s = summary(&o);
+        published_t1(&s);
+        assert_eq!(s["mode"], then);
+    }
+}
+
+#[test]
+fn sigint_stops_a_polling_run_with_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("i.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    let mut child = bts_command()
+        .args(["run", "--mode", "polling", "--workers", "2", "--checkpoint", ck_s, "uts", "--preset", "T1", "-g", "20"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    signal(&child, "-INT");
+    assert_eq!(wait_bounded(&mut child, Duration::from_secs(30)).code(), Some(3));
+    let o = bts(&["resume", ck_s, "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    published_t1(&summary(&o));
+}
+
+#[test]
+fn kill_9_of_a_polling_run_loses_and_repeats_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, out) = (dir.path().join("k.ckpt"), dir.path().join("k.txt"));
+    let (ck_s, out_s) = (ck.to_str().unwrap(), out.to_str().unwrap());
+    let mut kills = 0;
+    let mut delay_ms = 150;
+    let last = loop {
+        let mut command = bts_command();
+        if kills == 0 {
+            command.args([
+                "run",
+                "--mode",
+                "polling",
+                "--workers",
+                "2",
+                "--checkpoint",
+                ck_s,
+                "--checkpoint-every",
+                "0.05",
+            ]);
+            command.args(["--output", out_s, "queens", "--n", "14"]);
+        } else {
+            command.args(["resume", ck_s, "--summary-json", "-"]);
+        }
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap();
+        }
+        signal(&child, "-KILL");
+        child.wait().unwrap();
+        kills += 1;
+        delay_ms += 60;
+        assert!(kills < 40, "the run never finished");
+    };
+    assert!(kills >= 1, "the run was too quick to be killed");
+    assert_eq!(last.status.code(), Some(0));
+    assert_eq!(summary(&last)["outputs"], 365_596);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 365_596);
+    lines.sort_unstable();
+    lines.dedup();
+    assert_eq!(lines.len(), 365_596);
+}
+
+#[test]
+fn polling_refuses_what_it_cannot_do() {
+    for (args, message) in [
+        (&["run", "--mode", "polling", "exec", "--", "true"][..], "legacy program (exec) cannot"),
+        (&["run", "--mode", "polling", "--budget", "10", "queens", "--n", "5"], "--budget applies to --mode budget"),
+        (&["run", "--mode", "polling", "--freq", "f", "queens", "--n", "5"], "--freq applies to --mode budget"),
+        (
+            &["run", "--mode", "budget", "--split", "bottom", "queens", "--n", "5"],
+            "--split and --start apply to --mode polling",
+        ),
+    ] {
+        let o = bts(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+    }
+}
