@@ -4,11 +4,13 @@ use crate::RunError;
 use crate::run::ListenOptions;
 use bts_master::Event;
 use bts_master::net::{NetConfig, Server};
-use bts_protocol::{TreeSpec, Welcome};
+use bts_protocol::{TreeSpec, Welcome, WireMode};
 use bts_worker::RunnerSettings;
+use bts_worker::peers::{PeerServer, Router};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
@@ -53,6 +55,7 @@ pub fn serve(
     listen: &ListenOptions,
     tree: &TreeSpec,
     settings: RunnerSettings,
+    mode: WireMode,
     events: &Sender<Event>,
     first_id: u64,
 ) -> Result<Listening, RunError> {
@@ -79,6 +82,7 @@ pub fn serve(
             keep_output: settings.keep_output,
             heartbeat_ms: (timeout / 5).clamp(Duration::from_millis(50), Duration::from_secs(1)).as_millis() as u64,
             silence_ms: timeout.as_millis() as u64,
+            mode,
         },
         max_connections: listen.max_connections,
         handshake_timeout: timeout,
@@ -92,6 +96,20 @@ pub fn serve(
             .map_err(|e| RunError::Setup(format!("cannot write the address file {}: {e}", file.display())))?;
     }
     Ok(Listening { server, address_file: listen.address_file.clone(), rendezvous: listen.rendezvous })
+}
+
+/// Serves the workers of other processes that poll the master's own workers (random polling), on
+/// the interface the master listens on. Returns the server and the address to announce.
+pub fn serve_peers(listen: &ListenOptions, router: Arc<Router>) -> Result<(PeerServer, String), RunError> {
+    let failed = |source| RunError::Listen { address: listen.address.clone(), source };
+    let ip = match listen.address.to_socket_addrs().map_err(failed)?.next() {
+        Some(a) => a.ip(),
+        None => return Err(failed(std::io::Error::other("the address names no host"))),
+    };
+    let listener = TcpListener::bind((ip, 0)).map_err(failed)?;
+    let server = PeerServer::serve(listener, listen.token.clone(), router).map_err(failed)?;
+    let address = advertised(server.address());
+    Ok((server, address))
 }
 
 /// The address other hosts should connect to: the bound one, or this host's name when bound to

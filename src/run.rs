@@ -18,15 +18,17 @@ use crate::monitor::{Monitor, TICK};
 pub use crate::monitor::{MonitorOptions, ProgressMode};
 use crate::summary::Summary;
 use bts_checkpoints::{Checkpoint, StoredMode, StoredOptions};
-use bts_master::polling::Coordinator;
+use bts_master::polling::{Coordinator, StartPlan};
 use bts_master::{
-    BudgetState, DriveOptions, Event, Observer, Outcome, Output, Pending, Plain, RunView, Scheduler, SchedulerConfig,
-    StopReason, Totals, drive, drive_polling,
+    BudgetState, DriveOptions, Event, Observer, Outcome, Output, Pending, Plain, PollingRoutes, RunView, Scheduler,
+    SchedulerConfig, StopReason, Totals, drive, drive_polling,
 };
 use bts_protocol::Returned;
-use bts_protocol::polling::{PeerMsg, SplitRule};
+use bts_protocol::polling::{Counts, PeerMsg, SplitRule};
+use bts_protocol::{PeerEntry, WireMode};
 use bts_protocol::{ToWorker, TreeSpec};
-use bts_worker::polling::{Shared, Start, run_polling_worker};
+use bts_worker::peers::{PeerServer, Router};
+use bts_worker::polling::{Shared, Start, Termination, run_polling_worker};
 use bts_worker::{RunnerSettings, Searcher, Tree, TreeSearcher, WorkerLoop, run_worker};
 use std::io::Write;
 use std::path::PathBuf;
@@ -147,6 +149,10 @@ pub enum RunError {
     /// The checkpoint file cannot be written.
     #[error("cannot write the checkpoint {path}: {source}")]
     Checkpoint { path: PathBuf, source: std::io::Error },
+    /// The progress history (`--hist`, `--freq`) cannot be written.
+    #[error("cannot write the history: {0}")]
+    History(std::io::Error),
+    /// The run went wrong: the output cannot be written, or a lost worker's work cannot be redone.
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -258,7 +264,10 @@ impl Run {
         }
 
         let server = match &options.listen {
-            Some(listen) => Some(crate::remote::serve(listen, &tree, settings, &events_tx, options.workers as u64)?),
+            Some(listen) => {
+                let first_id = options.workers as u64;
+                Some(crate::remote::serve(listen, &tree, settings, WireMode::Budget, &events_tx, first_id)?)
+            }
             None => None,
         };
         let drive_options = DriveOptions {
@@ -270,7 +279,7 @@ impl Run {
         };
         let saver = Checkpointer { tree: &tree, options: &options, before, started };
         let monitor = match options.monitor.is_active() {
-            true => Some(Monitor::new(&options.monitor, &searcher, before.0).map_err(RunError::Io)?),
+            true => Some(Monitor::new(&options.monitor, &searcher, before.0).map_err(RunError::History)?),
             false => None,
         };
         let mut hooks = Hooks { saver, monitor };
@@ -302,56 +311,67 @@ impl Run {
     /// A random-polling run on local threads.
     fn run_polling(self, split: SplitRule, start: PollingStart, output: &mut dyn Output) -> Result<Finished, RunError> {
         let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
-        if options.listen.is_some() {
-            return Err(RunError::Unsupported("random polling with remote workers is not available yet".into()));
+        let local = options.workers as u32;
+        if local == 0 && options.listen.is_none() {
+            return Err(RunError::Setup("a run needs at least one worker".into()));
         }
-        let workers = options.workers.max(1) as u32;
         let started = Instant::now();
         let settings = RunnerSettings { keep_output: !options.count_only };
-        let stacks: Option<Vec<_>> = (0..workers).map(|_| searcher.stack_worker(settings)).collect();
-        let stacks = stacks.ok_or_else(|| {
+        let stacks: Option<Vec<_>> = (0..local).map(|_| searcher.stack_worker(settings)).collect();
+        let unsplittable = || {
             RunError::Unsupported(
                 "random polling needs a tree that can split its search; a legacy program (exec) cannot: use --mode budget"
                     .into(),
             )
-        })?;
-        let (totals, before, mut starts, initial_jobs) = match resume {
+        };
+        let stacks = stacks.ok_or_else(unsplittable)?;
+        if local == 0 && searcher.stack_worker(settings).is_none() {
+            return Err(unsplittable());
+        }
+        // What the run starts from: the root, or the nodes a checkpoint saved.
+        let (totals, before, nodes, fresh) = match resume {
             Some(ck) => {
-                let initial = ck.jobs.clone();
-                // The saved nodes, dealt out in turn.
-                let mut parts: Vec<Vec<Returned>> = vec![Vec::new(); workers as usize];
-                for (i, p) in ck.jobs.into_iter().enumerate() {
-                    parts[i % workers as usize].push(Returned { depth: p.depth, node: p.node });
-                }
-                (
-                    ck.totals,
-                    (ck.elapsed_s, ck.segments),
-                    parts.into_iter().map(Start::Nodes).collect::<Vec<_>>(),
-                    initial,
-                )
+                let nodes = ck.jobs.into_iter().map(|p| Returned { depth: p.depth, node: p.node }).collect();
+                (ck.totals, (ck.elapsed_s, ck.segments), nodes, false)
             }
             None => {
                 let root = Returned { depth: 0, node: searcher.root().map_err(RunError::Setup)? };
-                // Selective starts visit nodes before the node limit is in force: with one, start plainly.
-                let start = if options.scheduler.node_limit.is_some() { PollingStart::Plain } else { start };
-                let starts = (0..workers)
-                    .map(|_| match start {
-                        PollingStart::Selective => Start::Selective(root.clone()),
-                        PollingStart::Plain => Start::Plain(root.clone()),
-                    })
-                    .collect();
-                let initial = vec![Pending { depth: 0, node: root.node.clone() }];
-                (Totals::default(), (0.0, 0), starts, initial)
+                (Totals::default(), (0.0, 0), vec![root], true)
             }
         };
+        let initial_jobs: Vec<Pending> =
+            nodes.iter().map(|r| Pending { depth: r.depth, node: r.node.clone() }).collect();
+        // Selective starts visit nodes before the node limit is in force: with one, start plainly.
+        let selective = fresh && start == PollingStart::Selective && options.scheduler.node_limit.is_none();
+        let distributed = options.listen.is_some();
+
         let (senders, inboxes): (Vec<Sender<PeerMsg>>, Vec<Receiver<PeerMsg>>) =
-            (0..workers).map(|_| mpsc::channel()).unzip();
+            (0..local).map(|_| mpsc::channel()).unzip();
+        let token = options.listen.as_ref().map(|l| l.token.clone()).unwrap_or_default();
+        let router = distributed.then(|| {
+            let timeout = options.listen.as_ref().map_or(Duration::from_secs(10), |l| l.worker_timeout);
+            Arc::new(Router::new(token, 0, senders.clone(), timeout))
+        });
         let shared = Arc::new(Shared {
-            busy: AtomicUsize::new(workers as usize),
-            inboxes: senders.clone(),
+            peers: match &router {
+                Some(r) => Box::new(Arc::clone(r)),
+                None => Box::new(senders.clone()),
+            },
+            termination: match distributed {
+                true => Termination::waves(0, local),
+                false => Termination::Counter(AtomicUsize::new(local as usize)),
+            },
             remaining: AtomicU64::new(options.scheduler.node_limit.unwrap_or(u64::MAX)),
             rule: split,
         });
+        // Local workers share the start among themselves; without any, the first process to join
+        // gets it.
+        let mut starts = deal_start(&nodes, local, fresh, selective);
+        let plan = match (local, selective) {
+            (0, true) => Some(StartPlan::Root(nodes[0].clone())),
+            (0, false) => Some(StartPlan::Nodes(nodes)),
+            _ => None,
+        };
         let seed = started.elapsed().as_nanos() as u64 ^ std::process::id() as u64;
         let mut threads = Vec::new();
         for ((me, stack), inbox) in stacks.into_iter().enumerate().zip(inboxes) {
@@ -363,17 +383,26 @@ impl Run {
             threads.push(thread.map_err(|e| RunError::Setup(format!("cannot start a worker thread: {e}")))?);
         }
 
-        let mut coordinator = Coordinator::new(workers, totals, options.scheduler.node_limit);
+        let mut coordinator = Coordinator::new(local, totals, options.scheduler.node_limit, initial_jobs.clone());
+        let (mut server, mut peer_server) = (None, None);
+        if let Some(listen) = &options.listen {
+            coordinator = coordinator.distributed(plan);
+            let mode = WireMode::Polling { split };
+            server = Some(crate::remote::serve(listen, &tree, settings, mode, &events_tx, 0)?);
+            if let (Some(router), true) = (&router, local > 0) {
+                peer_server = Some(crate::remote::serve_peers(listen, Arc::clone(router))?);
+            }
+        }
         let drive_options = DriveOptions {
             deadline: options.time_limit.map(|t| started + t),
             stop_file: options.stop_file.clone(),
             checkpoint_every: options.checkpoint_every.filter(|_| options.checkpoint.is_some()),
-            workers_may_join: false,
+            workers_may_join: distributed,
             tick: options.monitor.is_active().then_some(TICK),
         };
         let saver = Checkpointer { tree: &tree, options: &options, before, started };
         let monitor = match options.monitor.is_active() {
-            true => Some(Monitor::new(&options.monitor, &searcher, before.0).map_err(RunError::Io)?),
+            true => Some(Monitor::new(&options.monitor, &searcher, before.0).map_err(RunError::History)?),
             false => None,
         };
         let mut hooks = Hooks { saver, monitor };
@@ -384,8 +413,24 @@ impl Run {
                 .write(&coordinator, initial_jobs)
                 .map_err(|source| RunError::Checkpoint { path: path.clone(), source })?;
         }
-        tracing::info!(tree = %tree.command_line(), workers, "the run starts (random polling)");
-        let result = drive_polling(&mut coordinator, &events_rx, &senders, output, &drive_options, &mut hooks);
+        tracing::info!(tree = %tree.command_line(), workers = local, "the run starts (random polling)");
+        let local_counts = || shared.termination.snapshot();
+        let set_peers = |table| {
+            if let Some(r) = &router {
+                r.set_table(table);
+            }
+        };
+        let routes = PollingRoutes {
+            local: &senders,
+            local_counts: distributed.then_some(&local_counts as &dyn Fn() -> Vec<Counts>),
+            local_address: peer_server.as_ref().map(|(_, address): &(PeerServer, String)| address.clone()),
+            set_peers: distributed.then_some(&set_peers as &dyn Fn(Vec<PeerEntry>)),
+        };
+        let result = drive_polling(&mut coordinator, &events_rx, &routes, output, &drive_options, &mut hooks);
+        if let Some(server) = server {
+            server.finish();
+        }
+        drop(peer_server);
         drop(events_rx);
         // After an abort the threads are told to finish but not waited for.
         if coordinator.outcome().is_some() {
@@ -399,6 +444,18 @@ impl Run {
         let summary = Summary::new(&tree.command_line(), &outcome, &coordinator, elapsed, before.1 + 1);
         Ok(Finished { outcome, summary, checkpoint: options.checkpoint.clone() })
     }
+}
+
+/// How `local` polling workers start from `nodes`: the root shared selectively or given to worker 0,
+/// or a checkpoint's nodes dealt out in turn.
+fn deal_start(nodes: &[Returned], local: u32, fresh: bool, selective: bool) -> Vec<Start> {
+    (0..local as usize)
+        .map(|me| match (fresh, selective) {
+            (true, true) => Start::Selective(nodes[0].clone()),
+            (true, false) => Start::Plain(nodes[0].clone()),
+            (false, _) => Start::Nodes(nodes.iter().skip(me).step_by(local as usize).cloned().collect()),
+        })
+        .collect()
 }
 
 /// What the driver calls back: the checkpoints and the monitor.

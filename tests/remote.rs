@@ -22,14 +22,15 @@ struct Master {
 impl Master {
     /// Starts `bts run --listen 127.0.0.1:0 --address-file ... ARGS` and waits for its address.
     fn start(args: &[&str]) -> Master {
-        Self::start_with(Command::new(env!("CARGO_BIN_EXE_bts")), args)
+        Self::start_with(Command::new(env!("CARGO_BIN_EXE_bts")), &["run"], args)
     }
 
-    fn start_with(mut command: Command, args: &[&str]) -> Master {
+    /// Starts `COMMAND HEAD --listen 127.0.0.1:0 --address-file ... ARGS`.
+    fn start_with(mut command: Command, head: &[&str], args: &[&str]) -> Master {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("address");
         let summary = dir.path().join("summary.json");
-        command.args(["run", "--listen", "127.0.0.1:0", "--address-file", file.to_str().unwrap()]);
+        command.args(head).args(["--listen", "127.0.0.1:0", "--address-file", file.to_str().unwrap()]);
         command.args(["--summary-json", summary.to_str().unwrap()]).args(args);
         let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         // Drain the log as it comes, so that a chatty master never blocks on a full pipe.
@@ -219,7 +220,7 @@ fn handshake(address: &str) -> TcpStream {
     let mut s = TcpStream::connect(address).unwrap();
     let nonce = auth::nonce();
     s.write_all(&Preamble::CURRENT.to_bytes()).unwrap();
-    s.write_all(&frame(&WorkerFrame::Hello { threads: 1, nonce })).unwrap();
+    s.write_all(&frame(&WorkerFrame::Hello { threads: 1, nonce, peer_address: None })).unwrap();
     let mut preamble = [0u8; 12];
     s.read_exact(&mut preamble).unwrap();
     let mut decoder = FrameDecoder::new();
@@ -259,7 +260,7 @@ fn bad_peers_are_dropped_with_a_log_line_and_the_run_goes_on() {
     keep.push(send_raw(&addr, &preamble));
     // Another protocol version: the master answers with its own preamble and hangs up.
     let mut other = Preamble { version: 99 }.to_bytes().to_vec();
-    other.extend(frame(&WorkerFrame::Hello { threads: 1, nonce: [0; 32] }));
+    other.extend(frame(&WorkerFrame::Hello { threads: 1, nonce: [0; 32], peer_address: None }));
     let mut old = send_raw(&addr, &other);
     let mut answer = [0u8; 12];
     old.read_exact(&mut answer).unwrap();
@@ -376,7 +377,11 @@ fn example(name: &str) -> PathBuf {
 fn a_users_own_binary_serves_and_works_for_remote_runs() {
     let bin = example("linear_extensions");
     assert!(bin.exists(), "{} is not built", bin.display());
-    let master = Master::start_with(Command::new(&bin), &["--workers", "0", "--count-only", "linext", "--grid", "3x4"]);
+    let master = Master::start_with(
+        Command::new(&bin),
+        &["run"],
+        &["--workers", "0", "--count-only", "linext", "--grid", "3x4"],
+    );
     // The plain bts binary does not know the tree.
     let (code, log) = {
         let o = bts(&["worker", "--connect", &master.address, "--retry", "5"]);
@@ -426,4 +431,113 @@ fn a_run_with_remote_workers_stops_with_a_checkpoint_and_resumes_exactly() {
 
 fn summary_of(o: &std::process::Output) -> Value {
     summary(o)
+}
+
+// Random polling with workers in several processes.
+
+#[test]
+fn polling_workers_of_several_processes_count_exactly_and_steal_from_each_other() {
+    let master = Master::start(&["--mode", "polling", "--workers", "0", "uts", "--preset", "T1", "-g", "20"]);
+    // The first process starts the run; the second has nothing until it steals from the first.
+    let w1 = worker(&["--connect", &master.address, "--threads", "1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let w2 = worker(&["--connect", &master.address, "--threads", "1"]);
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert_t1(&summary);
+    assert_eq!(summary["mode"], "polling");
+    assert_eq!(summary["workers"], 2);
+    assert!(summary["jobs"].as_u64() > Some(0), "no work moved between the processes: {summary}");
+    for w in [w1, w2] {
+        let (code, log) = worker_output(w);
+        assert_eq!(code, Some(0), "{log}");
+    }
+}
+
+#[test]
+fn a_lost_polling_process_is_rolled_back_and_each_record_committed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, ck) = (dir.path().join("q.txt"), dir.path().join("q.ckpt"));
+    let (out_s, ck_s) = (out.to_str().unwrap(), ck.to_str().unwrap());
+    let master = Master::start(&[
+        "--mode",
+        "polling",
+        "--workers",
+        "1",
+        "--checkpoint",
+        ck_s,
+        "--checkpoint-every",
+        "0.2",
+        "--output",
+        out_s,
+        "queens",
+        "--n",
+        "14",
+    ]);
+    let mut doomed = worker(&["--connect", &master.address, "--threads", "1"]);
+    std::thread::sleep(Duration::from_millis(600));
+    signal(&doomed, "-KILL");
+    doomed.wait().unwrap();
+    let late = worker(&["--connect", &master.address, "--threads", "1"]);
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("a process was lost: back to the last snapshot"), "{log}");
+    // 14-queens has 365,596 solutions (OEIS A000170).
+    assert_eq!(summary["outputs"], 365_596);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 365_596);
+    lines.sort_unstable();
+    lines.dedup();
+    assert_eq!(lines.len(), 365_596);
+    let _ = worker_output(late);
+}
+
+#[test]
+fn a_lost_polling_process_stops_a_run_writing_to_stdout_with_a_clear_message() {
+    let master = Master::start(&["--mode", "polling", "--workers", "1", "queens", "--n", "15"]);
+    let mut doomed = worker(&["--connect", &master.address, "--threads", "1"]);
+    std::thread::sleep(Duration::from_millis(600));
+    signal(&doomed, "-KILL");
+    doomed.wait().unwrap();
+    let (code, _, log) = master.finish();
+    assert!(log.contains("if a remote worker is lost, random polling must take back"), "{log}");
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("run with --output FILE or --count-only to survive lost workers"), "{log}");
+}
+
+#[test]
+fn a_polling_run_with_remote_workers_stops_with_a_checkpoint_and_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("p.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    let master = Master::start(&[
+        "--mode",
+        "polling",
+        "--workers",
+        "0",
+        "--checkpoint",
+        ck_s,
+        "--time-limit",
+        "1",
+        "uts",
+        "--preset",
+        "T1",
+        "-g",
+        "20",
+    ]);
+    let w = worker(&["--connect", &master.address, "--threads", "2"]);
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(3), "{log}");
+    assert_eq!(summary["outcome"], "time-limit");
+    assert!(summary["nodes"].as_u64() < Some(4_130_071), "{summary}");
+    assert_eq!(worker_output(w).0, Some(0));
+    // The rest, by remote workers again.
+    let resumed = Master::start_with(bts_command(), &["resume", ck_s], &["--workers", "0"]);
+    let w = worker(&["--connect", &resumed.address, "--threads", "2"]);
+    let (code, summary, log) = resumed.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(summary["mode"], "polling");
+    assert_t1(&summary);
+    assert_eq!(worker_output(w).0, Some(0));
 }

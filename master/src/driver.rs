@@ -5,9 +5,10 @@
 use crate::polling::{Coordinator, PauseFor};
 use crate::scheduler::{Outcome, Scheduler, StopReason, WorkerId};
 use crate::view::RunView;
-use bts_protocol::polling::{PeerMsg, PollReport};
+use bts_protocol::polling::{Counts, PeerMsg, PollReport};
 use bts_protocol::{FromWorker, ToWorker};
-use std::collections::HashMap;
+use bts_protocol::{MasterFrame, PeerEntry};
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
@@ -27,6 +28,14 @@ impl Link for Sender<ToWorker> {
     fn send(&self, message: ToWorker) -> bool {
         Sender::send(self, message).is_ok()
     }
+}
+
+/// How the master reaches a remote process of a random-polling run.
+pub trait ProcessLink: Send {
+    fn send(&self, frame: MasterFrame) -> bool;
+
+    /// Cuts the process off.
+    fn close(&self);
 }
 
 /// What reaches the master, from whatever carries it.
@@ -51,12 +60,56 @@ pub enum Event {
     Abort(StopReason),
     /// A report of a random-polling worker.
     Poll(PollReport),
+    /// A remote process of a random-polling run is ready: `threads` workers, reached by other
+    /// processes at `peer_address`.
+    ProcessJoined {
+        process: u64,
+        threads: u32,
+        peer_address: Option<String>,
+        link: Box<dyn ProcessLink>,
+    },
+    /// A remote polling process is gone.
+    ProcessLeft(u64),
+    /// A remote polling process's counts for a termination wave.
+    Counts {
+        process: u64,
+        wave: u64,
+        counts: Vec<Counts>,
+    },
 }
 
 /// Where committed output records go.
 pub trait Output: Write {
     /// Makes everything written so far durable (flush, and sync a file to disk).
     fn sync(&mut self) -> io::Result<()>;
+
+    /// Cuts the output back to its first `len` bytes (a rollback), if it can be.
+    fn rewind(&mut self, len: u64) -> io::Result<()> {
+        let _ = len;
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this output cannot be cut back"))
+    }
+}
+
+/// An output for records that are counted, not kept.
+pub struct Discard;
+
+impl Write for Discard {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Output for Discard {
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn rewind(&mut self, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// An [`Output`] for writers that cannot be synced beyond a flush (stdout, memory, a sink).
@@ -213,7 +266,7 @@ pub fn drive(
                 scheduler.handle_disconnect(worker);
             }
             Event::Stop(reason) => scheduler.stop(reason),
-            Event::Poll(_) => {}
+            Event::Poll(_) | Event::ProcessJoined { .. } | Event::ProcessLeft(_) | Event::Counts { .. } => {}
             Event::Abort(reason) => {
                 if !scheduler.output().is_empty() {
                     output.write_all(scheduler.output())?;
@@ -233,13 +286,37 @@ pub(crate) fn save(run: &dyn RunView, output: &mut dyn Output, observer: &mut dy
     observer.checkpoint(run)
 }
 
-/// Runs a random-polling run until it ends: delivers the coordinator's messages to the workers'
-/// inboxes, writes committed output, pauses the workers for checkpoints and stops, and enforces the
-/// time limit and the stop file. An [`Event::Abort`] ends it at once, keeping the last checkpoint.
+/// Where the workers of a random-polling run are: threads of this process (workers `0..local`),
+/// and processes that join over TCP.
+pub struct PollingRoutes<'a> {
+    pub local: &'a [Sender<PeerMsg>],
+    /// The local workers' counts for termination waves (a distributed run).
+    pub local_counts: Option<&'a dyn Fn() -> Vec<Counts>>,
+    /// Where other processes reach the local workers.
+    pub local_address: Option<String>,
+    /// Tells the local workers where every worker is, when that changes.
+    pub set_peers: Option<&'a dyn Fn(Vec<PeerEntry>)>,
+}
+
+/// A remote process of a polling run.
+struct Process {
+    first: u32,
+    count: u32,
+    address: Option<String>,
+    link: Box<dyn ProcessLink>,
+}
+
+/// How often a distributed run looks for its end.
+const WAVE_EVERY: Duration = Duration::from_millis(20);
+
+/// Runs a random-polling run until it ends: delivers the coordinator's messages, writes committed
+/// output, pauses the workers for checkpoints and stops, enforces the time limit and the stop file,
+/// takes in processes that join, runs termination waves and rolls back when a process is lost. An
+/// [`Event::Abort`] ends it at once, keeping the last checkpoint.
 pub fn drive_polling(
     coordinator: &mut Coordinator,
     events: &Receiver<Event>,
-    inboxes: &[Sender<PeerMsg>],
+    routes: &PollingRoutes<'_>,
     output: &mut dyn Output,
     options: &DriveOptions,
     observer: &mut dyn Observer,
@@ -250,14 +327,30 @@ pub fn drive_polling(
         checkpoint: options.checkpoint_every.map(|t| now + t),
         stop_file: options.stop_file.as_ref().map(|_| now),
     };
+    let mut processes: BTreeMap<u64, Process> = BTreeMap::new();
+    let mut next_wave = routes.local_counts.map(|_| now + WAVE_EVERY);
+    // The output's length: a rollback cuts it back only if records were written since the snapshot.
+    let mut written = coordinator.totals().output_bytes;
     loop {
         while let Some((worker, message)) = coordinator.poll_send() {
-            if let Some(inbox) = inboxes.get(worker as usize) {
-                let _ = inbox.send(message);
+            deliver(routes, &processes, worker, message);
+        }
+        if let Some(len) = coordinator.reset_complete() {
+            if len < written {
+                output.rewind(len).map_err(|e| {
+                    io::Error::other(format!(
+                        "a remote worker was lost and the work since the last snapshot must be redone, but \
+                         the records written since cannot be taken back from this output ({e}): run with \
+                         --output FILE or --count-only to survive lost workers"
+                    ))
+                })?;
+                written = len;
             }
+            continue;
         }
         if !coordinator.output().is_empty() {
             output.write_all(coordinator.output())?;
+            written += coordinator.output().len() as u64;
             coordinator.clear_output();
         }
         if let Some(why) = coordinator.pause_complete() {
@@ -309,8 +402,21 @@ pub fn drive_polling(
         if options.deadline.is_some_and(|d| now >= d) {
             coordinator.request_pause(PauseFor::Stop(StopReason::TimeLimit));
         }
+        if let (Some(at), Some(local_counts)) = (next_wave, routes.local_counts)
+            && now >= at
+        {
+            if let Some(wave) = coordinator.start_wave() {
+                for p in processes.values() {
+                    p.link.send(MasterFrame::Probe { wave });
+                }
+                coordinator.wave_counts(wave, local_counts());
+            }
+            next_wave = Some(now + WAVE_EVERY);
+            continue;
+        }
 
-        let wake = [options.deadline, timers.tick, timers.checkpoint, timers.stop_file].into_iter().flatten().min();
+        let wake =
+            [options.deadline, timers.tick, timers.checkpoint, timers.stop_file, next_wave].into_iter().flatten().min();
         let event = match wake {
             Some(at) => match events.recv_timeout(at.saturating_duration_since(now)) {
                 Ok(e) => e,
@@ -323,13 +429,59 @@ pub fn drive_polling(
             Event::Poll(report) => coordinator.handle(report),
             Event::Stop(reason) => coordinator.request_pause(PauseFor::Stop(reason)),
             Event::Abort(reason) => {
-                for inbox in inboxes {
+                for inbox in routes.local {
                     let _ = inbox.send(PeerMsg::Finish);
+                }
+                for p in processes.values() {
+                    p.link.close();
                 }
                 output.flush()?;
                 return Ok(Outcome::Stopped(reason));
             }
+            Event::ProcessJoined { process, threads, peer_address, link } => {
+                let first = coordinator.add_workers(threads);
+                link.send(MasterFrame::Assigned { first });
+                processes.insert(process, Process { first, count: threads, address: peer_address, link });
+                announce_peers(routes, &processes);
+            }
+            Event::ProcessLeft(process) => {
+                if let Some(p) = processes.remove(&process) {
+                    coordinator.remove_workers(p.first, p.count);
+                    announce_peers(routes, &processes);
+                }
+            }
+            Event::Counts { wave, counts, .. } => coordinator.wave_counts(wave, counts),
             Event::Joined { .. } | Event::Message(..) | Event::Disconnected(_) | Event::Latency { .. } => {}
         }
+    }
+}
+
+/// Sends a coordinator's message to a local thread or through its process's connection.
+fn deliver(routes: &PollingRoutes<'_>, processes: &BTreeMap<u64, Process>, worker: u32, message: PeerMsg) {
+    if let Some(inbox) = routes.local.get(worker as usize) {
+        let _ = inbox.send(message);
+        return;
+    }
+    if let Some(p) = processes.values().find(|p| (p.first..p.first + p.count).contains(&worker)) {
+        p.link.send(MasterFrame::Peer { worker, message });
+    }
+}
+
+/// Tells every process (and the local workers) where every worker is.
+fn announce_peers(routes: &PollingRoutes<'_>, processes: &BTreeMap<u64, Process>) {
+    let mut table = Vec::new();
+    if let (false, Some(address)) = (routes.local.is_empty(), &routes.local_address) {
+        table.push(PeerEntry { first: 0, count: routes.local.len() as u32, address: address.clone() });
+    }
+    for p in processes.values() {
+        if let Some(address) = &p.address {
+            table.push(PeerEntry { first: p.first, count: p.count, address: address.clone() });
+        }
+    }
+    for p in processes.values() {
+        p.link.send(MasterFrame::Peers(table.clone()));
+    }
+    if let Some(set) = routes.set_peers {
+        set(table);
     }
 }

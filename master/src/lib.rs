@@ -10,7 +10,9 @@ mod scheduler;
 mod view;
 
 pub use budget::{Assignment, BudgetConfig, BudgetController, BudgetState, CostModel};
-pub use driver::{DriveOptions, Event, Link, Observer, Output, Plain, drive, drive_polling};
+pub use driver::{
+    Discard, DriveOptions, Event, Link, Observer, Output, Plain, PollingRoutes, ProcessLink, drive, drive_polling,
+};
 pub use joblist::{JobList, Order, Pending};
 pub use scheduler::{Outcome, Scheduler, SchedulerConfig, StopReason, Totals, Violation, WorkerId};
 pub use view::RunView;

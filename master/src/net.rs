@@ -6,9 +6,10 @@
 //! out of order, an oversized length, silence — costs only that peer's connection, with a log line;
 //! its jobs go back to the job list.
 
-use crate::driver::{Event, Link};
+use crate::driver::{Event, Link, ProcessLink};
 use crate::scheduler::WorkerId;
 use bts_protocol::codec::{FrameDecoder, encode_frame};
+use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
 use bts_protocol::{MasterFrame, Preamble, ToWorker, Welcome, WorkerFrame, auth};
 use serde::de::DeserializeOwned;
@@ -163,7 +164,7 @@ fn accept_loop(listener: TcpListener, shared: Shared, stop: Arc<AtomicBool>) {
 fn serve_connection(mut stream: TcpStream, peer: &str, shared: &Shared, _active: Active) {
     let _ = stream.set_nodelay(true);
     let config = &shared.config;
-    let (threads, mut decoder) = match handshake(&mut stream, config) {
+    let (threads, peer_address, mut decoder) = match handshake(&mut stream, config) {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(%peer, "connection dropped: {e}");
@@ -171,17 +172,19 @@ fn serve_connection(mut stream: TcpStream, peer: &str, shared: &Shared, _active:
             return;
         }
     };
-    let first = shared.ids.fetch_add(u64::from(threads), Ordering::SeqCst);
-    tracing::info!(%peer, threads, first_worker = first, "remote worker joined");
+    let polling = matches!(config.welcome.mode, WireMode::Polling { .. });
     let stream = Arc::new(stream);
     let (tx, rx) = mpsc::channel::<MasterFrame>();
     let ping = Arc::new(Mutex::new(None));
     let heartbeat = Duration::from_millis(config.welcome.heartbeat_ms);
+    // In budget mode the end of the run reaches each thread as Finish; polling workers are told by
+    // the coordinator.
+    let finishes = if polling { 0 } else { threads };
     let writer = {
         let (stream, ping) = (Arc::clone(&stream), Arc::clone(&ping));
         std::thread::Builder::new()
             .name("bts-writer".into())
-            .spawn(move || write_loop(&stream, &rx, threads, heartbeat, &ping))
+            .spawn(move || write_loop(&stream, &rx, finishes, heartbeat, &ping))
     };
     match writer {
         Ok(w) => shared.writers.lock().unwrap_or_else(|e| e.into_inner()).push(w),
@@ -190,6 +193,24 @@ fn serve_connection(mut stream: TcpStream, peer: &str, shared: &Shared, _active:
             return;
         }
     }
+    if polling {
+        let process = shared.ids.fetch_add(1, Ordering::SeqCst);
+        tracing::info!(%peer, threads, process, "remote polling worker joined");
+        let link = Box::new(ProcessConnection { tx, stream: Arc::clone(&stream) });
+        if shared.events.send(Event::ProcessJoined { process, threads, peer_address, link }).is_err() {
+            return;
+        }
+        let silence = Duration::from_millis(config.welcome.silence_ms);
+        match read_polling(&stream, &mut decoder, silence, process, &shared.events) {
+            Ended::Closed => tracing::info!(%peer, process, "remote polling worker left"),
+            Ended::Broken(why) => tracing::warn!(%peer, process, "remote polling worker dropped: {why}"),
+        }
+        let _ = stream.shutdown(Shutdown::Both);
+        let _ = shared.events.send(Event::ProcessLeft(process));
+        return;
+    }
+    let first = shared.ids.fetch_add(u64::from(threads), Ordering::SeqCst);
+    tracing::info!(%peer, threads, first_worker = first, "remote worker joined");
     for t in 0..threads {
         let link = TcpLink { tx: tx.clone(), thread: t, stream: Arc::clone(&stream) };
         if shared.events.send(Event::Joined { worker: first + u64::from(t), threads: 1, link: Box::new(link) }).is_err()
@@ -210,9 +231,9 @@ fn serve_connection(mut stream: TcpStream, peer: &str, shared: &Shared, _active:
     }
 }
 
-/// The master's half of the handshake: returns the worker's thread count and the decoder holding
-/// any bytes already received after it.
-fn handshake(stream: &mut TcpStream, config: &NetConfig) -> Result<(u32, FrameDecoder), String> {
+/// The master's half of the handshake: returns the worker's thread count, its peer address and the
+/// decoder holding any bytes already received after it.
+fn handshake(stream: &mut TcpStream, config: &NetConfig) -> Result<(u32, Option<String>, FrameDecoder), String> {
     let deadline = Instant::now() + config.handshake_timeout;
     let mut preamble = [0u8; PREAMBLE_LEN];
     read_exact_until(stream, &mut preamble, deadline)?;
@@ -224,8 +245,10 @@ fn handshake(stream: &mut TcpStream, config: &NetConfig) -> Result<(u32, FrameDe
         return Err(format!("it speaks protocol version {}, this master version {PROTOCOL_VERSION}", theirs.version));
     }
     let mut decoder = FrameDecoder::new();
-    let (threads, worker_nonce) = match read_frame::<WorkerFrame>(stream, &mut decoder, deadline)? {
-        WorkerFrame::Hello { threads, nonce } if (1..=MAX_THREADS).contains(&threads) => (threads, nonce),
+    let (threads, worker_nonce, peer_address) = match read_frame::<WorkerFrame>(stream, &mut decoder, deadline)? {
+        WorkerFrame::Hello { threads, nonce, peer_address } if (1..=MAX_THREADS).contains(&threads) => {
+            (threads, nonce, peer_address)
+        }
         WorkerFrame::Hello { threads, .. } => return Err(format!("it offers {threads} threads")),
         other => return Err(format!("out of order: {} before the handshake", frame_name(&other))),
     };
@@ -244,7 +267,7 @@ fn handshake(stream: &mut TcpStream, config: &NetConfig) -> Result<(u32, FrameDe
         other => return Err(format!("out of order: {} instead of Auth", frame_name(&other))),
     }
     send_frame(stream, &MasterFrame::Welcome(config.welcome.clone()))?;
-    Ok((threads, decoder))
+    Ok((threads, peer_address, decoder))
 }
 
 fn frame_name(frame: &WorkerFrame) -> &'static str {
@@ -253,6 +276,8 @@ fn frame_name(frame: &WorkerFrame) -> &'static str {
         WorkerFrame::Auth { .. } => "Auth",
         WorkerFrame::Message { .. } => "Message",
         WorkerFrame::Pong { .. } => "Pong",
+        WorkerFrame::Report(_) => "Report",
+        WorkerFrame::Counts { .. } => "Counts",
     }
 }
 
@@ -368,6 +393,45 @@ fn read_loop(
     }
 }
 
+/// Reads a polling process's frames until the connection ends.
+fn read_polling(
+    stream: &TcpStream,
+    decoder: &mut FrameDecoder,
+    silence: Duration,
+    process: u64,
+    events: &Sender<Event>,
+) -> Ended {
+    if let Err(e) = stream.set_read_timeout(Some(silence)) {
+        return Ended::Broken(e.to_string());
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        loop {
+            let event = match decoder.decode::<WorkerFrame>() {
+                Ok(Some(WorkerFrame::Report(report))) => Event::Poll(report),
+                Ok(Some(WorkerFrame::Counts { wave, counts })) => Event::Counts { process, wave, counts },
+                Ok(Some(WorkerFrame::Pong { .. })) => continue,
+                Ok(Some(other)) => {
+                    return Ended::Broken(format!("out of order: {} in a polling run", frame_name(&other)));
+                }
+                Ok(None) => break,
+                Err(e) => return Ended::Broken(e.to_string()),
+            };
+            if events.send(event).is_err() {
+                return Ended::Closed;
+            }
+        }
+        match (&*stream).read(&mut buf) {
+            Ok(0) => return Ended::Closed,
+            Ok(n) => decoder.feed(&buf[..n]),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Ended::Broken(format!("silent for {:.1} s", silence.as_secs_f64()));
+            }
+            Err(e) => return Ended::Broken(e.to_string()),
+        }
+    }
+}
+
 /// Sends frames as they come, a ping every `heartbeat`; ends when the connection fails, or when
 /// every link is dropped: the run is over for this worker, so after what is left it gets `Finish`
 /// for every thread (also when it joined too late for the driver to see it).
@@ -429,6 +493,22 @@ fn push(frame: &MasterFrame, out: &mut Vec<u8>) -> bool {
             tracing::error!("cannot send a frame to a remote worker: {e}");
             false
         }
+    }
+}
+
+/// A remote polling process, as the driver sees it.
+struct ProcessConnection {
+    tx: Sender<MasterFrame>,
+    stream: Arc<TcpStream>,
+}
+
+impl ProcessLink for ProcessConnection {
+    fn send(&self, frame: MasterFrame) -> bool {
+        self.tx.send(frame).is_ok()
+    }
+
+    fn close(&self) {
+        let _ = self.stream.shutdown(Shutdown::Both);
     }
 }
 

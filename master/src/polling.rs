@@ -1,21 +1,39 @@
 //! The coordinator of a random-polling run, as a state machine without I/O (like the scheduler of
-//! budget mode): it commits what workers report, pauses them for checkpoints and stops, and knows
-//! when the run is over. Drivers deliver its messages (`poll_send`) and write its committed output.
+//! budget mode): it commits what workers report, pauses them for checkpoints and stops, knows when
+//! the run is over, and rolls the run back when a remote process is lost. Drivers deliver its
+//! messages ([`poll_send`](Coordinator::poll_send)) and write its committed output.
 //!
 //! # Why every node is counted exactly once
-//! A worker reports a node as visited once it has visited it, with its output record, in the order
-//! it visits them; a node is on exactly one stack or in one work message at a time (see
-//! `bts_worker::polling`). A snapshot is taken only when every worker has paused, handing over its
-//! stack, and every work message sent has arrived (sent and received counts agree): the
-//! snapshot then holds every node not yet reported, and the totals every node reported.
+//! A worker reports a node as visited once it has visited it, with its output record; a node is on
+//! exactly one stack or in one work message at a time (see `bts_worker::polling`). A snapshot is
+//! taken only when every worker has paused, handing over its stack, and every work message sent
+//! has arrived (sent and received counts agree): the snapshot then holds every node not yet
+//! reported, and the totals every node reported.
+//!
+//! # Termination across processes
+//! Workers of several processes cannot share a counter. The coordinator instead collects, in waves,
+//! every worker's counts of work messages sent and received and whether it is idle (the
+//! double-counting form of Mattern's four-counter method). A worker becomes busy only by taking a
+//! work message from its inbox, which raises its received count, and a message in flight is sent
+//! but not received. So when two consecutive waves find every worker idle, the same counts in both,
+//! and as many messages received as sent, no worker had work at any moment between the waves and no
+//! work was travelling: the run is over. The coordinator's own `Start` and `Resume` messages give
+//! work too, without a work message: a wave counts only once every worker reports having acted on
+//! every one sent to it (`Counts::orders`).
+//!
+//! # Losing a process
+//! A process that dies takes its workers' stacks with it. The coordinator keeps the last snapshot
+//! (the start of the run, or the last pause); it then moves every worker to a new epoch (messages
+//! of the old one are dropped), has them drop their stacks, rolls the totals back to the snapshot
+//! (the driver cuts the output back to the snapshot's length) and hands the snapshot's nodes out
+//! again. Only the work since the last snapshot is done twice, and it is counted once.
 
 use crate::scheduler::{Outcome, StopReason, Totals};
 use crate::view::RunView;
 use crate::{BudgetController, Order, Pending};
-use bts_protocol::JobFailure;
-use bts_protocol::Returned;
-use bts_protocol::polling::{PeerMsg, PollReport, Progress};
-use std::collections::VecDeque;
+use bts_protocol::polling::{Counts, PeerMsg, PollReport, Progress};
+use bts_protocol::{JobFailure, Returned};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Why the workers are paused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,11 +46,26 @@ pub enum PauseFor {
     Fail(JobFailure),
 }
 
+/// What workers that join a run nobody has started yet begin with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartPlan {
+    /// Selective initialisation from the root among the first process's workers.
+    Root(Returned),
+    /// These nodes, dealt out among them.
+    Nodes(Vec<Returned>),
+}
+
 #[derive(Debug)]
 enum State {
     Running,
-    Paused { stack: Vec<Returned>, sent: u64, received: u64 },
+    Paused {
+        stack: Vec<Returned>,
+        sent: u64,
+        received: u64,
+    },
     Finished,
+    /// Its process was lost.
+    Gone,
 }
 
 #[derive(Debug)]
@@ -43,8 +76,45 @@ struct Slot {
     late_messages: u64,
     /// Nodes on its stack when it last said.
     stack: u64,
+    /// `Start` and `Resume` messages sent to it (see [`Counts::orders`]).
+    orders: u64,
 }
 
+impl Slot {
+    fn new() -> Self {
+        Slot { state: State::Running, late: Vec::new(), late_messages: 0, stack: 0, orders: 0 }
+    }
+
+    fn live(&self) -> bool {
+        !matches!(self.state, State::Gone)
+    }
+}
+
+/// The run as it was at the last snapshot.
+#[derive(Clone, Debug)]
+struct Snapshot {
+    totals: Totals,
+    jobs: Vec<Pending>,
+}
+
+/// A rollback under way: workers still to confirm their reset.
+#[derive(Debug)]
+struct Reset {
+    waiting: BTreeSet<u32>,
+    /// A pause that was asked for before the loss, asked again after the rollback.
+    pause_after: Option<PauseFor>,
+}
+
+/// Termination waves (workers of several processes).
+#[derive(Debug, Default)]
+struct Waves {
+    number: u64,
+    /// The counts of the wave under way.
+    current: Option<BTreeMap<u32, Counts>>,
+    previous: Option<BTreeMap<u32, Counts>>,
+}
+
+#[derive(Debug)]
 pub struct Coordinator {
     totals: Totals,
     /// Nodes committed before this segment of the run.
@@ -54,23 +124,29 @@ pub struct Coordinator {
     pause: Option<PauseFor>,
     /// The pause is complete and its snapshot taken.
     snapshot: Option<Vec<Pending>>,
+    last: Snapshot,
     /// The run ends like this once every worker has finished.
     ending: Option<Outcome>,
     outcome: Option<Outcome>,
     output: Vec<u8>,
     outbox: VecDeque<(u32, PeerMsg)>,
     peak: usize,
+    /// Workers of several processes: termination by waves, rollback on loss.
+    waves: Option<Waves>,
+    epoch: u32,
+    reset: Option<Reset>,
+    start: Option<StartPlan>,
 }
 
 impl Coordinator {
-    /// A run of `workers` polling workers, carrying on from `totals`.
-    pub fn new(workers: u32, totals: Totals, node_limit: Option<u64>) -> Self {
-        let slot = || Slot { state: State::Running, late: Vec::new(), late_messages: 0, stack: 0 };
+    /// A run of `workers` local polling workers, carrying on from `totals` with `jobs` waiting.
+    pub fn new(workers: u32, totals: Totals, node_limit: Option<u64>, jobs: Vec<Pending>) -> Self {
         Self {
             nodes_before: totals.nodes,
+            last: Snapshot { totals: totals.clone(), jobs },
             totals,
             node_limit,
-            slots: (0..workers).map(|_| slot()).collect(),
+            slots: (0..workers).map(|_| Slot::new()).collect(),
             pause: None,
             snapshot: None,
             ending: None,
@@ -78,30 +154,168 @@ impl Coordinator {
             output: Vec::new(),
             outbox: VecDeque::new(),
             peak: 0,
+            waves: None,
+            epoch: 0,
+            reset: None,
+            start: None,
         }
     }
 
+    /// Workers of other processes take part: termination by waves, and `start` for the first of
+    /// them when there are no local workers.
+    pub fn distributed(mut self, start: Option<StartPlan>) -> Self {
+        self.waves = Some(Waves::default());
+        self.start = start;
+        self
+    }
+
+    /// Workers of a new process: returns the index of the first. They begin with the start of the
+    /// run, or nothing (they steal), or a pause under way.
+    pub fn add_workers(&mut self, count: u32) -> u32 {
+        let first = self.slots.len() as u32;
+        self.slots.extend((0..count).map(|_| Slot::new()));
+        if self.reset.is_some() {
+            // They get their share when the rollback completes.
+            return first;
+        }
+        match self.start.take() {
+            Some(plan) => self.deal(plan, first, count),
+            None => {
+                for w in first..first + count {
+                    if self.ending.is_some() {
+                        self.outbox.push_back((w, PeerMsg::Finish));
+                    } else if self.pause.is_some() {
+                        self.outbox.push_back((w, PeerMsg::Pause));
+                    } else {
+                        self.order(w, PeerMsg::Resume(Vec::new()));
+                    }
+                }
+            }
+        }
+        first
+    }
+
+    /// Gives `plan` to workers `first..first + count`.
+    fn deal(&mut self, plan: StartPlan, first: u32, count: u32) {
+        match plan {
+            StartPlan::Root(root) => {
+                for i in 0..count {
+                    self.order(first + i, PeerMsg::Start { root: root.clone(), index: i, of: count });
+                }
+            }
+            StartPlan::Nodes(nodes) => {
+                let mut parts: Vec<Vec<Returned>> = vec![Vec::new(); count as usize];
+                for (i, n) in nodes.into_iter().enumerate() {
+                    parts[i % count as usize].push(n);
+                }
+                for (i, part) in parts.into_iter().enumerate() {
+                    self.order(first + i as u32, PeerMsg::Resume(part));
+                }
+            }
+        }
+    }
+
+    /// Sends a `Start` or `Resume`, counted so that waves wait until the worker has acted on it.
+    fn order(&mut self, worker: u32, message: PeerMsg) {
+        if let Some(slot) = self.slots.get_mut(worker as usize) {
+            slot.orders += 1;
+        }
+        self.outbox.push_back((worker, message));
+    }
+
+    /// The process running workers `first..first + count` is lost: roll back to the last snapshot.
+    pub fn remove_workers(&mut self, first: u32, count: u32) {
+        for w in first..first + count {
+            if let Some(slot) = self.slots.get_mut(w as usize) {
+                slot.state = State::Gone;
+                slot.stack = 0;
+            }
+        }
+        if self.outcome.is_some() {
+            return;
+        }
+        if self.ending.is_some() {
+            self.check_finished();
+            return;
+        }
+        self.epoch += 1;
+        let pause_after = match self.pause.take() {
+            Some(PauseFor::Checkpoint) | None => self.reset.as_mut().and_then(|r| r.pause_after.take()),
+            other => other,
+        };
+        self.snapshot = None;
+        let mut waiting = BTreeSet::new();
+        for (w, slot) in self.slots.iter_mut().enumerate() {
+            if slot.live() {
+                slot.state = State::Running;
+                slot.late.clear();
+                slot.late_messages = 0;
+                slot.stack = 0;
+                waiting.insert(w as u32);
+                self.outbox.push_back((w as u32, PeerMsg::Reset { epoch: self.epoch }));
+            }
+        }
+        if let Some(waves) = &mut self.waves {
+            waves.current = None;
+            waves.previous = None;
+        }
+        tracing::warn!(epoch = self.epoch, "a process was lost: back to the last snapshot");
+        self.reset = Some(Reset { waiting, pause_after });
+    }
+
+    /// When a rollback is complete (every worker reset): the totals are the snapshot's, the
+    /// snapshot's nodes are dealt out again, and the output must be cut back to the returned length.
+    pub fn reset_complete(&mut self) -> Option<u64> {
+        if !self.reset.as_ref().is_some_and(|r| r.waiting.is_empty()) {
+            return None;
+        }
+        let reset = self.reset.take().expect("checked");
+        self.totals = self.last.totals.clone();
+        self.output.clear();
+        let nodes: Vec<Returned> =
+            self.last.jobs.iter().map(|p| Returned { depth: p.depth, node: p.node.clone() }).collect();
+        let live: Vec<u32> = (0..self.slots.len() as u32).filter(|&w| self.slots[w as usize].live()).collect();
+        if live.is_empty() {
+            self.start = Some(StartPlan::Nodes(nodes));
+        } else {
+            let mut parts: Vec<Vec<Returned>> = vec![Vec::new(); live.len()];
+            for (i, n) in nodes.into_iter().enumerate() {
+                parts[i % live.len()].push(n);
+            }
+            for (w, part) in live.into_iter().zip(parts) {
+                self.order(w, PeerMsg::Resume(part));
+            }
+        }
+        if let Some(why) = reset.pause_after {
+            self.request_pause(why);
+        }
+        Some(self.totals.output_bytes)
+    }
+
     pub fn handle(&mut self, report: PollReport) {
+        let worker = report_worker(&report);
+        let slot_ok = self.slots.get(worker as usize).is_some_and(|s| s.live());
+        let resetting = self.reset.as_ref().is_some_and(|r| r.waiting.contains(&worker));
+        if !slot_ok || (resetting && !matches!(report, PollReport::ResetDone { .. })) {
+            // A worker of a lost process, or a report of the epoch being rolled back.
+            return;
+        }
         match report {
             PollReport::Progress { worker, progress } => {
-                if let Some(slot) = self.slots.get_mut(worker as usize) {
-                    slot.stack = progress.stack;
-                }
+                self.slots[worker as usize].stack = progress.stack;
                 self.commit(progress);
                 self.check_node_limit();
             }
             PollReport::Paused { worker, stack, progress, sent, received } => {
                 self.commit(progress);
-                if let Some(slot) = self.slots.get_mut(worker as usize) {
-                    slot.stack = stack.len() as u64;
-                    slot.state = State::Paused { stack, sent, received };
-                }
+                let slot = &mut self.slots[worker as usize];
+                slot.stack = stack.len() as u64;
+                slot.state = State::Paused { stack, sent, received };
             }
             PollReport::LateWork { worker, nodes } => {
-                if let Some(slot) = self.slots.get_mut(worker as usize) {
-                    slot.late_messages += 1;
-                    slot.late.extend(nodes);
-                }
+                let slot = &mut self.slots[worker as usize];
+                slot.late_messages += 1;
+                slot.late.extend(nodes);
             }
             PollReport::Failed { worker, failure } => {
                 tracing::error!(worker, node = %failure.node, "a node failed: {}", failure.message);
@@ -111,16 +325,24 @@ impl Coordinator {
                 self.commit(progress);
                 self.totals.jobs += pieces;
                 self.totals.returned += moved;
-                if let Some(slot) = self.slots.get_mut(worker as usize) {
-                    slot.state = State::Finished;
-                    slot.stack = 0;
-                }
-                if self.slots.iter().all(|s| matches!(s.state, State::Finished)) {
-                    self.outcome = Some(self.ending.clone().unwrap_or(Outcome::Complete));
+                let slot = &mut self.slots[worker as usize];
+                slot.state = State::Finished;
+                slot.stack = 0;
+                self.check_finished();
+            }
+            PollReport::ResetDone { worker } => {
+                if let Some(r) = &mut self.reset {
+                    r.waiting.remove(&worker);
                 }
             }
         }
         self.peak = self.peak.max(self.queued_nodes());
+    }
+
+    fn check_finished(&mut self) {
+        if self.slots.iter().all(|s| matches!(s.state, State::Finished | State::Gone)) {
+            self.outcome = Some(self.ending.clone().unwrap_or(Outcome::Complete));
+        }
     }
 
     fn commit(&mut self, p: Progress) {
@@ -142,10 +364,16 @@ impl Coordinator {
         }
     }
 
-    /// Asks every worker to pause (a pause already under way keeps its reason unless this one is
-    /// a stop or a failure).
+    /// Asks every worker to pause. A pause under way keeps its reason, unless this one outranks
+    /// it: a stop outranks a checkpoint, a failure both.
     pub fn request_pause(&mut self, why: PauseFor) {
         if self.outcome.is_some() || self.ending.is_some() {
+            return;
+        }
+        if let Some(reset) = &mut self.reset {
+            if !matches!(why, PauseFor::Checkpoint) || reset.pause_after.is_none() {
+                reset.pause_after = Some(why);
+            }
             return;
         }
         match &self.pause {
@@ -157,22 +385,20 @@ impl Coordinator {
                     }
                 }
             }
-            // A stop outranks a checkpoint, and a failure outranks both.
             Some(PauseFor::Checkpoint) => self.pause = Some(why),
             Some(PauseFor::Stop(_)) if matches!(why, PauseFor::Fail(_)) => self.pause = Some(why),
             Some(_) => {}
         }
     }
 
-    /// When the pause is complete: every worker paused (or finished) and every work message
-    /// arrived. Returns the reason, once; the snapshot is then [`RunView::pending_jobs`].
+    /// When the pause is complete: every worker paused (or done) and every work message arrived.
+    /// Returns the reason, once; the snapshot is then [`RunView::pending_jobs`].
     pub fn pause_complete(&mut self) -> Option<PauseFor> {
         let why = self.pause.clone()?;
-        if self.snapshot.is_some() {
+        if self.snapshot.is_some() || self.reset.is_some() {
             return None;
         }
-        let mut sent = 0;
-        let mut received = 0;
+        let (mut sent, mut received) = (0, 0);
         for slot in &self.slots {
             match &slot.state {
                 State::Running => return None,
@@ -180,7 +406,7 @@ impl Coordinator {
                     sent += s;
                     received += r + slot.late_messages;
                 }
-                State::Finished => {}
+                State::Finished | State::Gone => {}
             }
         }
         if sent != received {
@@ -193,6 +419,7 @@ impl Coordinator {
             }
             jobs.extend(slot.late.iter().map(|r| Pending { depth: r.depth, node: r.node.clone() }));
         }
+        self.last = Snapshot { totals: self.totals.clone(), jobs: jobs.clone() };
         self.snapshot = Some(jobs);
         Some(why)
     }
@@ -202,10 +429,14 @@ impl Coordinator {
         self.snapshot = None;
         self.pause = None;
         for (w, slot) in self.slots.iter_mut().enumerate() {
+            if !matches!(slot.state, State::Paused { .. }) {
+                continue;
+            }
             if let State::Paused { stack, .. } = std::mem::replace(&mut slot.state, State::Running) {
                 let mut nodes = stack;
                 nodes.append(&mut slot.late);
                 slot.late_messages = 0;
+                slot.orders += 1;
                 self.outbox.push_back((w as u32, PeerMsg::Resume(nodes)));
             }
         }
@@ -215,9 +446,52 @@ impl Coordinator {
     pub fn finish(&mut self, outcome: Outcome) {
         self.ending.get_or_insert(outcome);
         for (w, slot) in self.slots.iter().enumerate() {
-            if !matches!(slot.state, State::Finished) {
+            if matches!(slot.state, State::Running | State::Paused { .. }) {
                 self.outbox.push_back((w as u32, PeerMsg::Finish));
             }
+        }
+        self.check_finished();
+    }
+
+    /// Starts a termination wave, when one is due: not during a pause, a rollback or the end, and
+    /// not while the previous wave is still collecting. Returns its number.
+    pub fn start_wave(&mut self) -> Option<u64> {
+        let idle = self.pause.is_none() && self.reset.is_none() && self.ending.is_none() && self.start.is_none();
+        let waves = self.waves.as_mut()?;
+        if !idle || waves.current.is_some() {
+            return None;
+        }
+        waves.number += 1;
+        waves.current = Some(BTreeMap::new());
+        Some(waves.number)
+    }
+
+    /// Counts for wave `wave`. When every live worker has answered, two agreeing waves end the run.
+    pub fn wave_counts(&mut self, wave: u64, counts: Vec<Counts>) {
+        let live: BTreeSet<u32> =
+            (0..self.slots.len() as u32).filter(|&w| matches!(self.slots[w as usize].state, State::Running)).collect();
+        let Some(waves) = self.waves.as_mut() else { return };
+        if wave != waves.number {
+            return;
+        }
+        let Some(current) = waves.current.as_mut() else { return };
+        for c in counts {
+            current.insert(c.worker, c);
+        }
+        if !live.iter().all(|w| current.contains_key(w)) {
+            return;
+        }
+        let current: BTreeMap<u32, Counts> =
+            waves.current.take().expect("checked").into_iter().filter(|(w, _)| live.contains(w)).collect();
+        // Counts taken before a worker acted on the coordinator's last order may miss work it got.
+        let obeyed = current.iter().all(|(&w, c)| c.orders == self.slots[w as usize].orders);
+        let quiet = obeyed
+            && current.values().all(|c| c.idle)
+            && current.values().map(|c| c.sent).sum::<u64>() == current.values().map(|c| c.received).sum::<u64>();
+        let done = quiet && waves.previous.as_ref() == Some(&current);
+        waves.previous = quiet.then_some(current);
+        if done {
+            self.finish(Outcome::Complete);
         }
     }
 
@@ -237,13 +511,19 @@ impl Coordinator {
         self.outcome.as_ref()
     }
 
-    /// A pause is under way or done.
-    pub fn pausing(&self) -> Option<&PauseFor> {
-        self.pause.as_ref()
-    }
-
     fn queued_nodes(&self) -> usize {
         self.slots.iter().map(|s| s.stack as usize).sum()
+    }
+}
+
+fn report_worker(report: &PollReport) -> u32 {
+    match report {
+        PollReport::Progress { worker, .. }
+        | PollReport::Paused { worker, .. }
+        | PollReport::LateWork { worker, .. }
+        | PollReport::Failed { worker, .. }
+        | PollReport::Finished { worker, .. }
+        | PollReport::ResetDone { worker } => *worker,
     }
 }
 
@@ -265,7 +545,7 @@ impl RunView for Coordinator {
     }
 
     fn workers(&self) -> usize {
-        self.slots.iter().filter(|s| !matches!(s.state, State::Finished)).count()
+        self.slots.iter().filter(|s| matches!(s.state, State::Running | State::Paused { .. })).count()
     }
 
     fn busy_workers(&self) -> usize {

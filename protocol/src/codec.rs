@@ -106,7 +106,7 @@ mod tests {
             elapsed_ns: 12345,
         };
         vec![
-            WorkerFrame::Hello { threads: 4, nonce: [9; 32] },
+            WorkerFrame::Hello { threads: 4, nonce: [9; 32], peer_address: Some("10.0.0.2:4000".into()) },
             WorkerFrame::Auth { tag: [1; 32] },
             WorkerFrame::Message {
                 thread: 3,

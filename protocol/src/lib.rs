@@ -16,4 +16,4 @@ pub mod wire;
 pub use job::{BatchError, Budget, Job, JobId, JobReport, ReportBatch, Returned};
 pub use message::{FromWorker, JobFailure, ToWorker, TreeSpec};
 pub use node::NodeBytes;
-pub use wire::{MasterFrame, Preamble, Welcome, WorkerFrame};
+pub use wire::{MasterFrame, PeerEntry, PeerFrame, Preamble, Welcome, WireMode, WorkerFrame};

@@ -27,21 +27,41 @@ pub struct Progress {
     pub stack: u64,
 }
 
-/// Messages to a polling worker, from another worker or from the coordinator.
+/// Messages to a polling worker, from another worker or from the coordinator. Steal messages carry
+/// the epoch of the run they belong to: after a rollback (a lost worker) the epoch grows, and
+/// messages of an earlier epoch still on their way are dropped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PeerMsg {
     /// Worker `from` asks for work.
-    Request { from: u32 },
+    Request { from: u32, epoch: u32 },
     /// Work for the worker that asked (counted as busy by its sender).
-    Work(Vec<Returned>),
+    Work { nodes: Vec<Returned>, epoch: u32 },
     /// The worker asked has nothing to give.
-    NoWork,
+    NoWork { epoch: u32 },
     /// Hand the stack to the coordinator and wait.
     Pause,
     /// Carry on, with these nodes.
     Resume(Vec<Returned>),
+    /// Start a new run: selective initialisation as worker `index` of `of` from `root`.
+    Start { root: Returned, index: u32, of: u32 },
+    /// Drop the stack and everything of earlier epochs; wait for `Resume` (a rollback).
+    Reset { epoch: u32 },
     /// The run is over.
     Finish,
+}
+
+/// A worker's counts for distributed termination detection (see `bts_master::polling`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub worker: u32,
+    /// The worker has no node to visit (and no work reached it unseen).
+    pub idle: bool,
+    /// Work messages sent and received (taken from the inbox) in this epoch.
+    pub sent: u64,
+    pub received: u64,
+    /// The coordinator's `Start` and `Resume` messages the worker has acted on: they too can give
+    /// it work, and a wave counts only once every worker has acted on all of them.
+    pub orders: u64,
 }
 
 /// What a polling worker tells the coordinator.
@@ -57,6 +77,8 @@ pub enum PollReport {
     Failed { worker: u32, failure: JobFailure },
     /// The worker is done: the run is over, or it was told to finish.
     Finished { worker: u32, progress: Progress, pieces: u64, moved: u64 },
+    /// The worker dropped its stack after a `Reset`.
+    ResetDone { worker: u32 },
 }
 
 impl Progress {

@@ -14,6 +14,7 @@
 //! with the worker thread they concern; the master sends `Ping` every heartbeat and the worker answers
 //! `Pong`, so each side notices a silent peer.
 
+use crate::polling::{Counts, PeerMsg, PollReport, SplitRule};
 use crate::{FromWorker, ToWorker, TreeSpec};
 use serde::{Deserialize, Serialize};
 
@@ -49,10 +50,29 @@ pub type Tag = [u8; 32];
 /// What a worker process sends.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum WorkerFrame {
-    Hello { threads: u32, nonce: Nonce },
-    Auth { tag: Tag },
-    Message { thread: u32, message: FromWorker },
-    Pong { seq: u64 },
+    /// `peer_address`: where other workers reach this process's workers (random polling).
+    Hello {
+        threads: u32,
+        nonce: Nonce,
+        peer_address: Option<String>,
+    },
+    Auth {
+        tag: Tag,
+    },
+    Message {
+        thread: u32,
+        message: FromWorker,
+    },
+    Pong {
+        seq: u64,
+    },
+    /// A report of one of this process's polling workers.
+    Report(PollReport),
+    /// The counts of this process's polling workers, for termination wave `wave`.
+    Counts {
+        wave: u64,
+        counts: Vec<Counts>,
+    },
 }
 
 /// Run settings a worker needs.
@@ -64,16 +84,79 @@ pub struct Welcome {
     /// The master pings this often; a worker that hears nothing for `silence_ms` gives up on it.
     pub heartbeat_ms: u64,
     pub silence_ms: u64,
+    /// How work is shared.
+    pub mode: WireMode,
+}
+
+/// The mode of a run, as a remote worker needs to know it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireMode {
+    Budget,
+    Polling { split: SplitRule },
+}
+
+/// Where the polling workers numbered `first..first + count` are reached.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerEntry {
+    pub first: u32,
+    pub count: u32,
+    pub address: String,
 }
 
 /// What the master sends.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MasterFrame {
-    Challenge { nonce: Nonce, tag: Tag },
+    Challenge {
+        nonce: Nonce,
+        tag: Tag,
+    },
     Welcome(Welcome),
-    Refused { reason: String },
-    Message { thread: u32, message: ToWorker },
-    Ping { seq: u64 },
+    Refused {
+        reason: String,
+    },
+    Message {
+        thread: u32,
+        message: ToWorker,
+    },
+    Ping {
+        seq: u64,
+    },
+    /// Random polling: this process's threads are workers `first..first + threads`.
+    Assigned {
+        first: u32,
+    },
+    /// Random polling: every process's workers and where to reach them (sent again on changes).
+    Peers(Vec<PeerEntry>),
+    /// Random polling: a message from the coordinator for one of this process's workers.
+    Peer {
+        worker: u32,
+        message: PeerMsg,
+    },
+    /// Random polling: report the workers' counts for termination wave `wave`.
+    Probe {
+        wave: u64,
+    },
+}
+
+/// What polling workers of different processes send each other on a peer connection, after a
+/// handshake like the master's (the side that connects proves the token as a worker does).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerFrame {
+    Hello {
+        nonce: Nonce,
+    },
+    Challenge {
+        nonce: Nonce,
+        tag: Tag,
+    },
+    Auth {
+        tag: Tag,
+    },
+    /// A message for worker `to`.
+    Deliver {
+        to: u32,
+        message: PeerMsg,
+    },
 }
 
 #[cfg(test)]

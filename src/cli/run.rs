@@ -7,7 +7,7 @@ use super::{CliError, Exit, print_clap};
 use crate::registry::BuildError;
 use crate::{ListenOptions, MonitorOptions, PollingStart, ProgressMode, Registry, Run, RunMode, RunOptions, SplitRule};
 use bts_checkpoints::{Checkpoint, StoredMode};
-use bts_master::{BudgetConfig, Order, Outcome, Output, Plain, SchedulerConfig, StopReason};
+use bts_master::{BudgetConfig, Discard, Order, Outcome, Output, Plain, SchedulerConfig, StopReason};
 use bts_protocol::TreeSpec;
 use bts_worker::remote::{MasterAddress, RemoteOptions};
 use clap::{CommandFactory, FromArgMatches};
@@ -56,6 +56,7 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         );
     }
     options.output_path = output_path;
+    warn_if_records_cannot_be_taken_back(&options);
     execute(&args, Run::with_searcher(spec, searcher).options(options), output)
 }
 
@@ -89,7 +90,20 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     }
     let (output, output_path) = reopen_output(&args, &checkpoint)?;
     options.output_path = output_path;
+    warn_if_records_cannot_be_taken_back(&options);
     execute(&args, Run::resume(checkpoint, searcher).options(options), output)
+}
+
+/// Random polling with remote workers rolls back to the last snapshot when one is lost, which
+/// records already written to stdout cannot follow.
+fn warn_if_records_cannot_be_taken_back(options: &RunOptions) {
+    let polling = matches!(options.mode, RunMode::Polling { .. });
+    if polling && options.listen.is_some() && options.output_path.is_none() && !options.count_only {
+        tracing::warn!(
+            "output records go to stdout: if a remote worker is lost, random polling must take back the \
+             records written since the last snapshot, which stdout cannot, and the run stops; use --output FILE"
+        );
+    }
 }
 
 /// This process's rank in a cluster launch, from the launcher's environment (0 outside one).
@@ -174,11 +188,17 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit
         _ => None,
     };
     crate::signals::forward(run.stopper());
-    let finished = run.run_to(&mut *output).map_err(|e| match e {
-        crate::RunError::Checkpoint { .. } | crate::RunError::Listen { .. } | crate::RunError::Unsupported(_) => {
-            CliError::usage(e)
+    let finished = run.run_to(&mut *output).inspect_err(|_| {
+        // No summary for a run that went wrong: do not leave an empty file where one was expected.
+        if let (Some(_), Some(path)) = (&summary_file, &args.output.summary_json) {
+            let _ = std::fs::remove_file(path);
         }
-        crate::RunError::Io(e) => CliError::usage(format!("cannot write the history: {e}")),
+    });
+    let finished = finished.map_err(|e| match e {
+        crate::RunError::Checkpoint { .. }
+        | crate::RunError::Listen { .. }
+        | crate::RunError::Unsupported(_)
+        | crate::RunError::History(_) => CliError::usage(e),
         e => CliError::failure(e),
     })?;
     drop(output);
@@ -358,6 +378,14 @@ impl Output for FileOutput {
         self.0.flush()?;
         self.0.get_ref().sync_data()
     }
+
+    fn rewind(&mut self, len: u64) -> io::Result<()> {
+        self.0.flush()?;
+        let file = self.0.get_mut();
+        file.set_len(len)?;
+        file.seek(SeekFrom::End(0))?;
+        Ok(())
+    }
 }
 
 fn absolute(path: PathBuf) -> PathBuf {
@@ -371,7 +399,7 @@ fn create(path: &Path, what: &str) -> Result<File, CliError> {
 /// The output of a new run, and its path for checkpoints.
 fn open_output(args: &RunArgs) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
     Ok(match &args.output.output {
-        _ if args.output.count_only => (Box::new(Plain(io::sink())), None),
+        _ if args.output.count_only => (Box::new(Discard), None),
         Some(path) => {
             let file = create(path, "output")?;
             (Box::new(FileOutput(BufWriter::with_capacity(1 << 16, file))), Some(absolute(path.clone())))
@@ -383,7 +411,7 @@ fn open_output(args: &RunArgs) -> Result<(Box<dyn Output>, Option<PathBuf>), Cli
 /// The output of a resumed run: the checkpoint's output file, cut back to its committed length.
 fn reopen_output(args: &RunArgs, checkpoint: &Checkpoint) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
     if checkpoint.options.count_only {
-        return Ok((Box::new(Plain(io::sink())), None));
+        return Ok((Box::new(Discard), None));
     }
     let Some(path) = args.output.output.clone().or_else(|| checkpoint.options.output.clone()) else {
         return Ok((Box::new(Plain(BufWriter::with_capacity(1 << 16, io::stdout()))), None));

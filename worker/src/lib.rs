@@ -6,6 +6,7 @@ mod dfs;
 mod engine;
 pub mod estimate;
 mod local;
+pub mod peers;
 pub mod polling;
 pub mod remote;
 mod stack;

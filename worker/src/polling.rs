@@ -19,19 +19,91 @@
 
 use crate::StackWorker;
 use crate::estimate::SplitMix64;
-use bts_protocol::polling::{PeerMsg, PollReport, Progress, SplitRule};
-use bts_protocol::{JobFailure, Returned};
+use bts_protocol::polling::{Counts, PeerMsg, PollReport, Progress, SplitRule};
+use bts_protocol::{JobFailure, JobId, Returned};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
-/// What the workers of a run share.
+/// How messages reach other workers: channels between threads, or connections between processes.
+pub trait Peers: Send + Sync {
+    /// Workers in the run (indices `0..count`).
+    fn count(&self) -> u32;
+
+    fn send(&self, to: u32, message: PeerMsg);
+}
+
+/// Every worker a thread of this process.
+impl Peers for Vec<Sender<PeerMsg>> {
+    fn count(&self) -> u32 {
+        self.len() as u32
+    }
+
+    fn send(&self, to: u32, message: PeerMsg) {
+        if let Some(inbox) = self.get(to as usize) {
+            let _ = inbox.send(message);
+        }
+    }
+}
+
+/// How the end of the run is detected.
+pub enum Termination {
+    /// All workers are threads of this process: a count of busy workers and work in flight (see
+    /// the module's documentation); the worker that brings it to zero ends the run.
+    Counter(AtomicUsize),
+    /// Workers in several processes: each exposes its counts, and the coordinator ends the run
+    /// when two waves of counts agree (see `bts_master::polling`). `first` is the index of this
+    /// process's first worker.
+    Waves { first: u32, counts: Vec<WaveCounts> },
+}
+
+/// A worker's counts for termination waves.
+#[derive(Debug, Default)]
+pub struct WaveCounts {
+    idle: AtomicBool,
+    sent: AtomicU64,
+    received: AtomicU64,
+    orders: AtomicU64,
+}
+
+impl Termination {
+    /// Counts for distributed termination, for `workers` workers from index `first`.
+    pub fn waves(first: u32, workers: u32) -> Self {
+        let counts = (0..workers).map(|_| WaveCounts { idle: AtomicBool::new(true), ..Default::default() }).collect();
+        Termination::Waves { first, counts }
+    }
+
+    /// The counts of this process's workers, for a wave.
+    pub fn snapshot(&self) -> Vec<Counts> {
+        let Termination::Waves { first, counts } = self else { return Vec::new() };
+        counts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                // Orders and received before idle: a worker that took work and ran dry since shows
+                // a change.
+                let orders = c.orders.load(Ordering::SeqCst);
+                let received = c.received.load(Ordering::SeqCst);
+                let sent = c.sent.load(Ordering::SeqCst);
+                let idle = c.idle.load(Ordering::SeqCst);
+                Counts { worker: first + i as u32, idle, sent, received, orders }
+            })
+            .collect()
+    }
+
+    fn counts(&self, me: u32) -> Option<&WaveCounts> {
+        match self {
+            Termination::Waves { first, counts } => counts.get((me - first) as usize),
+            Termination::Counter(_) => None,
+        }
+    }
+}
+
+/// What the workers of a process share.
 pub struct Shared {
-    /// Workers with a non-empty stack plus work messages in flight.
-    pub busy: AtomicUsize,
-    /// Every worker's inbox, by index.
-    pub inboxes: Vec<Sender<PeerMsg>>,
+    pub peers: Box<dyn Peers>,
+    pub termination: Termination,
     /// Nodes that may still be visited (`u64::MAX`: no limit).
     pub remaining: AtomicU64,
     pub rule: SplitRule,
@@ -61,12 +133,6 @@ impl Shared {
             self.remaining.fetch_add(unused, Ordering::Relaxed);
         }
     }
-
-    fn finish_all(&self) {
-        for inbox in &self.inboxes {
-            let _ = inbox.send(PeerMsg::Finish);
-        }
-    }
 }
 
 /// Busy workers look at their inbox about this often, whatever a node costs (Sanders: the polling
@@ -75,31 +141,6 @@ impl Shared {
 const POLL_EVERY: Duration = Duration::from_micros(20);
 /// Progress goes to the coordinator about this often.
 const REPORT_EVERY: Duration = Duration::from_millis(2);
-
-struct Worker<'a> {
-    me: u32,
-    stack: Box<dyn StackWorker>,
-    inbox: Receiver<PeerMsg>,
-    shared: Arc<Shared>,
-    report: &'a mut dyn FnMut(PollReport) -> bool,
-    rng: SplitMix64,
-    sent: u64,
-    received: u64,
-    pieces: u64,
-    moved: u64,
-    /// Nodes visited between looks at the inbox.
-    interval: u64,
-    last_report: Instant,
-    /// A pause happened: any answer to an earlier request went to the coordinator.
-    resumed: bool,
-}
-
-/// Why the worker loop ends.
-enum Stop {
-    Finish,
-    /// The coordinator is gone.
-    Gone,
-}
 
 /// How a worker gets its first work.
 pub enum Start {
@@ -110,6 +151,8 @@ pub enum Start {
     Plain(Returned),
     /// These nodes (a resumed run).
     Nodes(Vec<Returned>),
+    /// Whatever the coordinator sends (`Start` or `Resume`): workers of other processes.
+    Await,
 }
 
 /// Worker `me`'s part of a new run from `root`, among `workers`: at round k the workers sharing
@@ -124,7 +167,7 @@ pub fn selective_start(
     workers: u32,
     rule: SplitRule,
 ) -> Result<Progress, JobFailure> {
-    let undecodable = |e| JobFailure { id: bts_protocol::JobId(0), node: "(the root)".into(), message: e };
+    let undecodable = |e| JobFailure { id: JobId(0), node: "(the root)".into(), message: e };
     stack.push(vec![root]).map_err(undecodable)?;
     let mut counted = Progress::default();
     let rounds = u32::BITS - workers.saturating_sub(1).leading_zeros();
@@ -154,49 +197,55 @@ pub fn selective_start(
     Ok(counted)
 }
 
-/// Runs worker `me` until the run ends. Every worker must be counted in `shared.busy` before any
-/// starts; a worker that starts with nothing takes itself off.
+struct Worker<'a> {
+    me: u32,
+    stack: Box<dyn StackWorker>,
+    inbox: Receiver<PeerMsg>,
+    shared: Arc<Shared>,
+    report: &'a mut dyn FnMut(PollReport) -> bool,
+    rng: SplitMix64,
+    epoch: u32,
+    /// Work messages sent and received in this epoch.
+    sent: u64,
+    received: u64,
+    /// Pieces of work and nodes received over the whole run (for the summary).
+    pieces: u64,
+    moved: u64,
+    /// Nodes visited between looks at the inbox.
+    interval: u64,
+    last_report: Instant,
+    /// A pause or a reset happened: any answer to an earlier request went elsewhere.
+    resumed: bool,
+    /// The coordinator's `Start` and `Resume` messages acted on.
+    orders: u64,
+}
+
+/// Why the worker loop ends.
+enum Stop {
+    Finish,
+    /// The coordinator is gone.
+    Gone,
+}
+
+/// Runs worker `me` until the run ends. With [`Termination::Counter`], every worker must be counted
+/// busy before any starts; a worker that starts with nothing takes itself off.
 pub fn run_polling_worker(
     me: u32,
-    mut stack: Box<dyn StackWorker>,
+    stack: Box<dyn StackWorker>,
     start: Start,
     inbox: Receiver<PeerMsg>,
     shared: Arc<Shared>,
     report: &mut dyn FnMut(PollReport) -> bool,
     seed: u64,
 ) {
-    let workers = shared.inboxes.len() as u32;
-    let push = |stack: &mut dyn StackWorker, nodes| {
-        stack.push(nodes).map(|_| Progress::default()).map_err(|message| JobFailure {
-            id: bts_protocol::JobId(0),
-            node: "(a starting node)".into(),
-            message,
-        })
-    };
-    let begun = match start {
-        Start::Selective(root) => selective_start(&mut *stack, root, me, workers, shared.rule),
-        Start::Plain(root) => push(&mut *stack, if me == 0 { vec![root] } else { Vec::new() }),
-        Start::Nodes(nodes) => push(&mut *stack, nodes),
-    };
-    match begun {
-        Ok(progress) if progress.visited > 0 => {
-            let _ = report(PollReport::Progress { worker: me, progress });
-        }
-        Ok(_) => {}
-        Err(failure) => {
-            let _ = report(PollReport::Failed { worker: me, failure });
-        }
-    }
-    if stack.is_empty() && shared.busy.fetch_sub(1, Ordering::SeqCst) == 1 {
-        shared.finish_all();
-    }
     let mut w = Worker {
         me,
         stack,
         inbox,
         shared,
         report,
-        rng: SplitMix64::new(seed ^ (me as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        rng: SplitMix64::new(seed ^ u64::from(me).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        epoch: 0,
         sent: 0,
         received: 0,
         pieces: 0,
@@ -204,8 +253,13 @@ pub fn run_polling_worker(
         interval: 16,
         last_report: Instant::now(),
         resumed: false,
+        orders: 0,
     };
-    if let Stop::Finish = w.run() {
+    let stop = match w.begin(start) {
+        Some(stop) => stop,
+        None => w.run(),
+    };
+    if let Stop::Finish = stop {
         let progress = w.stack.take_progress();
         let (pieces, moved) = (w.pieces, w.moved);
         let _ = (w.report)(PollReport::Finished { worker: me, progress, pieces, moved });
@@ -213,6 +267,72 @@ pub fn run_polling_worker(
 }
 
 impl Worker<'_> {
+    fn begin(&mut self, start: Start) -> Option<Stop> {
+        let workers = self.shared.peers.count();
+        let begun = match start {
+            Start::Selective(root) => selective_start(&mut *self.stack, root, self.me, workers, self.shared.rule),
+            Start::Plain(root) => self.push(if self.me == 0 { vec![root] } else { Vec::new() }),
+            Start::Nodes(nodes) => self.push(nodes),
+            Start::Await => return self.wait_for_coordinator(),
+        };
+        self.started(begun);
+        None
+    }
+
+    fn push(&mut self, nodes: Vec<Returned>) -> Result<Progress, JobFailure> {
+        self.stack.push(nodes).map(|_| Progress::default()).map_err(|message| JobFailure {
+            id: JobId(0),
+            node: "(a starting node)".into(),
+            message,
+        })
+    }
+
+    /// Reports what starting did, and takes the worker off the busy count if it got nothing.
+    fn started(&mut self, begun: Result<Progress, JobFailure>) {
+        match begun {
+            Ok(progress) if progress.visited > 0 => {
+                let _ = (self.report)(PollReport::Progress { worker: self.me, progress });
+            }
+            Ok(_) => {}
+            Err(failure) => {
+                let _ = (self.report)(PollReport::Failed { worker: self.me, failure });
+            }
+        }
+        if self.stack.is_empty() {
+            self.ran_dry();
+        } else {
+            self.set_idle(false);
+        }
+    }
+
+    /// Counts a `Start` or `Resume` acted on, once its work is on the stack and `idle` says so.
+    fn obeyed(&mut self) {
+        self.orders += 1;
+        if let Some(c) = self.shared.termination.counts(self.me) {
+            c.orders.store(self.orders, Ordering::SeqCst);
+        }
+    }
+
+    fn set_idle(&self, idle: bool) {
+        if let Some(c) = self.shared.termination.counts(self.me) {
+            c.idle.store(idle, Ordering::SeqCst);
+        }
+    }
+
+    /// The stack just emptied.
+    fn ran_dry(&mut self) {
+        match &self.shared.termination {
+            Termination::Counter(busy) => {
+                if busy.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    for w in 0..self.shared.peers.count() {
+                        self.shared.peers.send(w, PeerMsg::Finish);
+                    }
+                }
+            }
+            Termination::Waves { .. } => self.set_idle(true),
+        }
+    }
+
     fn run(&mut self) -> Stop {
         loop {
             let step = if self.stack.is_empty() { self.find_work() } else { self.work() };
@@ -248,9 +368,7 @@ impl Worker<'_> {
         }
         if self.stack.is_empty() {
             self.send_progress();
-            if self.shared.busy.fetch_sub(1, Ordering::SeqCst) == 1 {
-                self.shared.finish_all();
-            }
+            self.ran_dry();
         } else if self.last_report.elapsed() >= REPORT_EVERY {
             self.send_progress();
         }
@@ -269,12 +387,12 @@ impl Worker<'_> {
 
     /// Asks random workers until one gives work (or the run ends).
     fn find_work(&mut self) -> Option<Stop> {
-        let others = self.shared.inboxes.len() - 1;
         let mut pause = Duration::from_micros(20);
         loop {
+            let others = self.shared.peers.count().saturating_sub(1);
             if others > 0 {
-                let victim = (self.me as usize + 1 + self.rng.below(others)) % (others + 1);
-                let _ = self.shared.inboxes[victim].send(PeerMsg::Request { from: self.me });
+                let victim = (self.me + 1 + self.rng.below(others as usize) as u32) % (others + 1);
+                self.shared.peers.send(victim, PeerMsg::Request { from: self.me, epoch: self.epoch });
             }
             // Wait for the answer; meanwhile answer others (with nothing) and obey the coordinator.
             loop {
@@ -283,7 +401,7 @@ impl Worker<'_> {
                     Err(_) => return Some(Stop::Gone),
                 };
                 match message {
-                    PeerMsg::NoWork => break,
+                    PeerMsg::NoWork { epoch } if epoch == self.epoch => break,
                     m => {
                         if let Some(stop) = self.handle(m) {
                             return Some(stop);
@@ -292,7 +410,7 @@ impl Worker<'_> {
                             return None;
                         }
                         if std::mem::take(&mut self.resumed) {
-                            // The answer to the request was taken during the pause: ask again.
+                            // The answer to the request was taken during a pause: ask again.
                             break;
                         }
                     }
@@ -307,6 +425,7 @@ impl Worker<'_> {
                     if !self.stack.is_empty() {
                         return None;
                     }
+                    self.resumed = false;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Some(Stop::Gone),
@@ -318,37 +437,62 @@ impl Worker<'_> {
     /// Handles a message (not the answer `NoWork` to this worker's own request).
     fn handle(&mut self, message: PeerMsg) -> Option<Stop> {
         match message {
-            PeerMsg::Request { from } => {
+            PeerMsg::Request { from, epoch } if epoch == self.epoch => {
                 let loot = self.stack.split(self.shared.rule);
                 let answer = if loot.is_empty() {
-                    PeerMsg::NoWork
+                    PeerMsg::NoWork { epoch }
                 } else {
                     // The loot is counted before it travels, so that the count never reaches zero
                     // while it does.
-                    self.shared.busy.fetch_add(1, Ordering::SeqCst);
+                    if let Termination::Counter(busy) = &self.shared.termination {
+                        busy.fetch_add(1, Ordering::SeqCst);
+                    }
                     self.sent += 1;
-                    PeerMsg::Work(loot)
+                    if let Some(c) = self.shared.termination.counts(self.me) {
+                        c.sent.store(self.sent, Ordering::SeqCst);
+                    }
+                    PeerMsg::Work { nodes: loot, epoch }
                 };
-                let _ = self.shared.inboxes[from as usize].send(answer);
+                self.shared.peers.send(from, answer);
                 None
             }
-            PeerMsg::Work(nodes) => {
-                self.received += 1;
-                self.pieces += 1;
-                self.moved += nodes.len() as u64;
+            PeerMsg::Request { from, epoch } => {
+                // A request of another epoch (its sender was reset first): nothing to give it.
+                self.shared.peers.send(from, PeerMsg::NoWork { epoch });
+                None
+            }
+            PeerMsg::Work { nodes, epoch } if epoch == self.epoch => {
+                self.take_work(&nodes);
                 self.accept(nodes)
             }
-            PeerMsg::NoWork | PeerMsg::Resume(_) => None,
             PeerMsg::Pause => self.pause(),
+            PeerMsg::Reset { epoch } => self.reset(epoch),
             PeerMsg::Finish => Some(Stop::Finish),
+            // Answers to old requests, messages of earlier epochs, starts already done.
+            _ => None,
+        }
+    }
+
+    /// Counts a piece of work taken from the inbox.
+    fn take_work(&mut self, nodes: &[Returned]) {
+        self.received += 1;
+        self.pieces += 1;
+        self.moved += nodes.len() as u64;
+        if let Some(c) = self.shared.termination.counts(self.me) {
+            c.idle.store(false, Ordering::SeqCst);
+            c.received.store(self.received, Ordering::SeqCst);
         }
     }
 
     fn accept(&mut self, nodes: Vec<Returned>) -> Option<Stop> {
+        let empty = nodes.is_empty();
         if let Err(e) = self.stack.push(nodes) {
-            let failure = JobFailure { id: bts_protocol::JobId(0), node: "(received work)".into(), message: e };
+            let failure = JobFailure { id: JobId(0), node: "(received work)".into(), message: e };
             let _ = (self.report)(PollReport::Failed { worker: self.me, failure });
             return self.wait_for_coordinator();
+        }
+        if !empty {
+            self.set_idle(false);
         }
         None
     }
@@ -361,20 +505,30 @@ impl Worker<'_> {
         self.last_report = Instant::now();
     }
 
-    /// Blocks until the coordinator pauses or ends the run, answering requests with nothing.
+    /// Blocks until the coordinator says what to do, answering requests with nothing.
     fn wait_for_coordinator(&mut self) -> Option<Stop> {
         loop {
             match self.inbox.recv() {
-                Ok(PeerMsg::Request { from }) => {
-                    let _ = self.shared.inboxes[from as usize].send(PeerMsg::NoWork);
-                }
-                Ok(PeerMsg::Work(nodes)) => {
-                    self.received += 1;
-                    self.pieces += 1;
-                    self.moved += nodes.len() as u64;
+                Ok(PeerMsg::Request { from, epoch }) => self.shared.peers.send(from, PeerMsg::NoWork { epoch }),
+                Ok(PeerMsg::Work { nodes, epoch }) if epoch == self.epoch => {
+                    self.take_work(&nodes);
                     let _ = self.stack.push(nodes);
                 }
                 Ok(PeerMsg::Pause) => return self.pause(),
+                Ok(PeerMsg::Reset { epoch }) => return self.reset(epoch),
+                Ok(PeerMsg::Start { root, index, of }) => {
+                    let begun = selective_start(&mut *self.stack, root, index, of, self.shared.rule);
+                    self.started(begun);
+                    self.obeyed();
+                    return None;
+                }
+                Ok(PeerMsg::Resume(nodes)) => {
+                    self.resumed = true;
+                    let begun = self.push(nodes);
+                    self.started(begun);
+                    self.obeyed();
+                    return None;
+                }
                 Ok(PeerMsg::Finish) => return Some(Stop::Finish),
                 Ok(_) => {}
                 Err(_) => return Some(Stop::Gone),
@@ -392,25 +546,48 @@ impl Worker<'_> {
         }
         loop {
             match self.inbox.recv() {
-                Ok(PeerMsg::Request { from }) => {
-                    let _ = self.shared.inboxes[from as usize].send(PeerMsg::NoWork);
-                }
-                Ok(PeerMsg::Work(nodes)) => {
-                    self.received += 1;
-                    self.pieces += 1;
-                    self.moved += nodes.len() as u64;
+                Ok(PeerMsg::Request { from, epoch }) => self.shared.peers.send(from, PeerMsg::NoWork { epoch }),
+                Ok(PeerMsg::Work { nodes, epoch }) if epoch == self.epoch => {
+                    self.take_work(&nodes);
                     let _ = (self.report)(PollReport::LateWork { worker: self.me, nodes });
                 }
                 Ok(PeerMsg::Resume(nodes)) => {
                     self.last_report = Instant::now();
                     self.resumed = true;
-                    return self.accept(nodes);
+                    let empty = nodes.is_empty();
+                    let stop = self.accept(nodes);
+                    if empty {
+                        self.set_idle(true);
+                    }
+                    self.obeyed();
+                    return stop;
                 }
+                Ok(PeerMsg::Reset { epoch }) => return self.reset(epoch),
                 Ok(PeerMsg::Finish) => return Some(Stop::Finish),
-                Ok(PeerMsg::NoWork | PeerMsg::Pause) => {}
+                Ok(_) => {}
                 Err(_) => return Some(Stop::Gone),
             }
         }
+    }
+
+    /// A rollback: drops the stack and what it did since its last report, moves to `epoch`, and
+    /// waits for the coordinator's `Resume`.
+    fn reset(&mut self, epoch: u32) -> Option<Stop> {
+        self.stack.take_all();
+        self.stack.take_progress();
+        self.epoch = epoch;
+        self.sent = 0;
+        self.received = 0;
+        if let Some(c) = self.shared.termination.counts(self.me) {
+            c.sent.store(0, Ordering::SeqCst);
+            c.received.store(0, Ordering::SeqCst);
+            c.idle.store(true, Ordering::SeqCst);
+        }
+        if !(self.report)(PollReport::ResetDone { worker: self.me }) {
+            return Some(Stop::Gone);
+        }
+        self.resumed = true;
+        self.wait_for_coordinator()
     }
 }
 

@@ -1,16 +1,21 @@
 //! A worker process serving a remote master over TCP: connect (retrying for a while), the
 //! handshake, then one [`run_worker`] loop per thread, fed and drained through the connection.
 
+use crate::peers::{PeerServer, Router};
+use crate::polling::{Shared, Start, Termination, run_polling_worker};
 use crate::{RunnerSettings, Searcher, WorkerLoop, run_worker};
 use bts_protocol::codec::{FrameDecoder, MAX_FRAME, encode_frame};
+use bts_protocol::polling::{PeerMsg, SplitRule};
+use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
 use bts_protocol::{
     FromWorker, JobFailure, MasterFrame, Preamble, ReportBatch, ToWorker, TreeSpec, Welcome, WorkerFrame, auth,
 };
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
@@ -65,7 +70,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Works for the master at `options.address` until its run ends. `build` makes the tree the master
 /// names (from the same registry the master uses).
 pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), RemoteError> {
-    let Some((stream, welcome, mut decoder)) = join(options)? else {
+    let Some((stream, welcome, mut decoder, peer_listener)) = join(options)? else {
         tracing::info!("the run ended before this worker could join");
         return Ok(());
     };
@@ -84,6 +89,33 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), Re
             .spawn(move || write_loop(&stream, &frames_rx))
             .map_err(|e| RemoteError::Lost(format!("cannot start a thread: {e}")))?
     };
+    let result = match welcome.mode {
+        WireMode::Budget => {
+            drop(peer_listener);
+            budget_worker(options, &*searcher, settings, &stream, &mut decoder, &welcome, &frames_tx)
+        }
+        WireMode::Polling { split } => {
+            let token = &options.token;
+            let polling = PollingProcess { searcher: &*searcher, settings, split, token, threads: options.threads };
+            polling.run(&stream, &mut decoder, &welcome, &frames_tx, peer_listener)
+        }
+    };
+    drop(frames_tx);
+    let _ = writer.join();
+    let _ = stream.shutdown(Shutdown::Both);
+    result
+}
+
+/// Budget mode: one job loop per thread, fed through the connection.
+fn budget_worker(
+    options: &RemoteOptions,
+    searcher: &dyn Searcher,
+    settings: RunnerSettings,
+    stream: &TcpStream,
+    decoder: &mut FrameDecoder,
+    welcome: &Welcome,
+    frames_tx: &Sender<WorkerFrame>,
+) -> Result<(), RemoteError> {
     let mut inboxes = Vec::new();
     let mut threads = Vec::new();
     for t in 0..options.threads {
@@ -97,17 +129,165 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), Re
         });
         threads.push(thread.map_err(|e| RemoteError::Lost(format!("cannot start a thread: {e}")))?);
     }
-
-    let result = read_loop(&stream, &mut decoder, &welcome, &inboxes, &frames_tx);
-    // Let the threads finish their current jobs and go, then the writer.
+    let result = read_loop(stream, decoder, welcome, &inboxes, frames_tx);
+    // Let the threads finish their current jobs and go.
     drop(inboxes);
     for t in threads {
         let _ = t.join();
     }
-    drop(frames_tx);
-    let _ = writer.join();
-    let _ = stream.shutdown(Shutdown::Both);
     result
+}
+
+/// Random polling: this process's threads are polling workers, reached by the other processes'
+/// workers through the peer server, and by the coordinator through the master connection.
+struct PollingProcess<'a> {
+    searcher: &'a dyn Searcher,
+    settings: RunnerSettings,
+    split: SplitRule,
+    token: &'a [u8],
+    threads: u32,
+}
+
+impl PollingProcess<'_> {
+    fn run(
+        &self,
+        stream: &TcpStream,
+        decoder: &mut FrameDecoder,
+        welcome: &Welcome,
+        frames: &Sender<WorkerFrame>,
+        peer_listener: Option<TcpListener>,
+    ) -> Result<(), RemoteError> {
+        let lost = |e: String| RemoteError::Lost(e);
+        let silence = Duration::from_millis(welcome.silence_ms.max(1));
+        stream.set_read_timeout(Some(silence)).map_err(|e| lost(e.to_string()))?;
+        // The master first says which workers this process's threads are.
+        let mut early = Vec::new();
+        let first = loop {
+            match next_frame(stream, decoder, silence) {
+                Ok(MasterFrame::Assigned { first }) => break first,
+                // The run ended before this process got a part in it.
+                Err(RemoteError::Lost(e)) if e == CLOSED => return Ok(()),
+                Err(e) => return Err(e),
+                Ok(MasterFrame::Ping { seq }) => {
+                    let _ = frames.send(WorkerFrame::Pong { seq });
+                }
+                Ok(other) => early.push(other),
+            }
+        };
+        let (senders, inboxes): (Vec<_>, Vec<_>) = (0..self.threads).map(|_| mpsc::channel::<PeerMsg>()).unzip();
+        let router = Arc::new(Router::new(self.token.to_vec(), first, senders, silence));
+        let listener = peer_listener.ok_or_else(|| lost("no peer listener".into()))?;
+        // Serves the other processes' workers until this process's part of the run is over.
+        let _peer_server = PeerServer::serve(listener, self.token.to_vec(), Arc::clone(&router))
+            .map_err(|e| lost(format!("cannot serve peers: {e}")))?;
+        let shared = Arc::new(Shared {
+            peers: Box::new(Arc::clone(&router)),
+            termination: Termination::waves(first, self.threads),
+            remaining: AtomicU64::new(u64::MAX),
+            rule: self.split,
+        });
+        let seed = u64::from_le_bytes(auth::nonce()[..8].try_into().expect("8 bytes"));
+        let mut threads = Vec::new();
+        for (i, inbox) in inboxes.into_iter().enumerate() {
+            let stack = self.searcher.stack_worker(self.settings).ok_or_else(|| {
+                RemoteError::Tree("the master's tree cannot split its search (random polling)".into())
+            })?;
+            let (shared, frames) = (Arc::clone(&shared), frames.clone());
+            let me = first + i as u32;
+            let thread = std::thread::Builder::new().name(format!("bts-poll-{me}")).spawn(move || {
+                let mut report = |r| frames.send(WorkerFrame::Report(r)).is_ok();
+                run_polling_worker(me, stack, Start::Await, inbox, shared, &mut report, seed);
+            });
+            threads.push(thread.map_err(|e| lost(format!("cannot start a thread: {e}")))?);
+        }
+
+        let mut result = Ok(());
+        let mut early = early.into_iter();
+        loop {
+            let next = match early.next() {
+                Some(f) => Ok(f),
+                None => next_frame(stream, decoder, silence),
+            };
+            let frame = match next {
+                Ok(f) => f,
+                Err(RemoteError::Lost(e)) if e == CLOSED => {
+                    if !threads.iter().all(|t| t.is_finished()) {
+                        result = Err(lost("the master closed the connection before the run ended".into()));
+                    }
+                    break;
+                }
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            if let Err(e) = self.handle(frame, &router, &shared, frames) {
+                result = Err(e);
+                break;
+            }
+        }
+        // Whatever happened, the threads go.
+        for w in 0..self.threads {
+            router.deliver_local(first + w, PeerMsg::Finish);
+        }
+        for t in threads {
+            let _ = t.join();
+        }
+        result
+    }
+
+    fn handle(
+        &self,
+        frame: MasterFrame,
+        router: &Router,
+        shared: &Shared,
+        frames: &Sender<WorkerFrame>,
+    ) -> Result<(), RemoteError> {
+        match frame {
+            MasterFrame::Peer { worker, message } => {
+                if !router.deliver_local(worker, message) {
+                    return Err(RemoteError::Lost(format!(
+                        "the master wrote to worker {worker}, not one of this process"
+                    )));
+                }
+            }
+            MasterFrame::Peers(table) => router.set_table(table),
+            MasterFrame::Probe { wave } => {
+                let _ = frames.send(WorkerFrame::Counts { wave, counts: shared.termination.snapshot() });
+            }
+            MasterFrame::Ping { seq } => {
+                let _ = frames.send(WorkerFrame::Pong { seq });
+            }
+            other => return Err(unexpected(&other)),
+        }
+        Ok(())
+    }
+}
+
+/// The message of [`RemoteError::Lost`] when the master closes the connection.
+const CLOSED: &str = "closed";
+
+/// The next frame from the master, waiting at most `silence`.
+fn next_frame(stream: &TcpStream, decoder: &mut FrameDecoder, silence: Duration) -> Result<MasterFrame, RemoteError> {
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        match decoder.decode::<MasterFrame>() {
+            Ok(Some(f)) => return Ok(f),
+            Ok(None) => {}
+            Err(e) => return Err(RemoteError::Lost(format!("the master sent a bad frame: {e}"))),
+        }
+        match (&*stream).read(&mut buf) {
+            Ok(0) => return Err(RemoteError::Lost(CLOSED.into())),
+            Ok(n) => decoder.feed(&buf[..n]),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(RemoteError::Lost(format!(
+                    "no word from the master for {:.0} s: it is gone or unreachable",
+                    silence.as_secs_f64()
+                )));
+            }
+            Err(e) => return Err(RemoteError::Lost(format!("the connection to the master failed: {e}"))),
+        }
+    }
 }
 
 /// What a master's address file says.
@@ -152,14 +332,21 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 /// Connects and completes the handshake, retrying until `options.retry_for` has passed (a master
 /// that is still starting, or one that ends its run while this worker says hello); `None` if the
 /// run ended before this worker could join.
-fn join(options: &RemoteOptions) -> Result<Option<(TcpStream, Welcome, FrameDecoder)>, RemoteError> {
+#[allow(clippy::type_complexity)]
+fn join(
+    options: &RemoteOptions,
+) -> Result<Option<(TcpStream, Welcome, FrameDecoder, Option<TcpListener>)>, RemoteError> {
     let started = std::time::SystemTime::now();
     let deadline = Instant::now() + options.retry_for;
     loop {
         let Some((mut stream, address, token)) = connect(options, started, deadline)? else { return Ok(None) };
         let _ = stream.set_nodelay(true);
-        match handshake(&mut stream, &address, &token, options.threads) {
-            Ok((welcome, decoder)) => return Ok(Some((stream, welcome, decoder))),
+        // Polling workers of other processes reach this one on the interface that reaches the
+        // master: a listener there, announced in the handshake (unused in budget mode).
+        let listener = stream.local_addr().ok().and_then(|a| TcpListener::bind((a.ip(), 0)).ok());
+        let peer_address = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.to_string());
+        match handshake(&mut stream, &address, &token, options.threads, peer_address) {
+            Ok((welcome, decoder)) => return Ok(Some((stream, welcome, decoder, listener))),
             Err(RemoteError::Lost(e)) if Instant::now() < deadline => {
                 tracing::debug!("the handshake with {address} failed ({e}); trying again");
                 std::thread::sleep(Duration::from_millis(100));
@@ -231,12 +418,13 @@ fn handshake(
     address: &str,
     token: &[u8],
     threads: u32,
+    peer_address: Option<String>,
 ) -> Result<(Welcome, FrameDecoder), RemoteError> {
     let lost = |e: io::Error| RemoteError::Lost(format!("the connection failed during the handshake: {e}"));
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(lost)?;
     stream.write_all(&Preamble::CURRENT.to_bytes()).map_err(lost)?;
     let worker_nonce = auth::nonce();
-    send(stream, &WorkerFrame::Hello { threads, nonce: worker_nonce }).map_err(lost)?;
+    send(stream, &WorkerFrame::Hello { threads, nonce: worker_nonce, peer_address }).map_err(lost)?;
     let mut preamble = [0u8; PREAMBLE_LEN];
     stream.read_exact(&mut preamble).map_err(lost)?;
     let Some(theirs) = Preamble::parse(&preamble) else {
@@ -274,6 +462,10 @@ fn unexpected(frame: &MasterFrame) -> RemoteError {
         MasterFrame::Refused { .. } => "Refused",
         MasterFrame::Message { .. } => "Message",
         MasterFrame::Ping { .. } => "Ping",
+        MasterFrame::Assigned { .. } => "Assigned",
+        MasterFrame::Peers(_) => "Peers",
+        MasterFrame::Peer { .. } => "Peer",
+        MasterFrame::Probe { .. } => "Probe",
     };
     RemoteError::Lost(format!("the master broke the protocol: an unexpected {name} frame"))
 }

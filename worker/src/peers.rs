@@ -1,0 +1,337 @@
+//! Polling workers of different processes reach each other directly. Every process runs a peer
+//! server (connections from other processes, authenticated with the run's token as the master
+//! authenticates workers) and a router that sends each message to the worker it is for: a thread of
+//! this process, or over a connection (opened on first use) to the process that runs it.
+
+use crate::polling::Peers;
+use bts_protocol::codec::{FrameDecoder, encode_frame};
+use bts_protocol::polling::PeerMsg;
+use bts_protocol::wire::PREAMBLE_LEN;
+use bts_protocol::{PeerEntry, PeerFrame, Preamble, auth};
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// How long a peer has to complete the handshake.
+const HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// The workers of this process and where the others are.
+pub struct Router {
+    token: Vec<u8>,
+    /// This process's workers: `first..first + local.len()`.
+    first: u32,
+    local: Vec<Sender<PeerMsg>>,
+    /// A peer that takes longer than this to take a message is treated as gone: by then the master
+    /// has dropped it too, and the rollback that follows redoes any work lost with it.
+    write_timeout: Duration,
+    table: RwLock<Vec<PeerEntry>>,
+    connections: Mutex<HashMap<String, Arc<Mutex<TcpStream>>>>,
+}
+
+impl Router {
+    pub fn new(token: Vec<u8>, first: u32, local: Vec<Sender<PeerMsg>>, write_timeout: Duration) -> Self {
+        let (table, connections) = (RwLock::new(Vec::new()), Mutex::new(HashMap::new()));
+        Self { token, first, local, write_timeout, table, connections }
+    }
+
+    /// The processes of the run and their workers (sent by the master when it changes).
+    pub fn set_table(&self, table: Vec<PeerEntry>) {
+        *self.table.write().unwrap_or_else(|e| e.into_inner()) = table;
+    }
+
+    /// Delivers a message to a worker of this process.
+    pub fn deliver_local(&self, to: u32, message: PeerMsg) -> bool {
+        match to.checked_sub(self.first).and_then(|i| self.local.get(i as usize)) {
+            Some(inbox) => inbox.send(message).is_ok(),
+            None => false,
+        }
+    }
+
+    fn address_of(&self, to: u32) -> Option<String> {
+        let table = self.table.read().unwrap_or_else(|e| e.into_inner());
+        table.iter().find(|e| (e.first..e.first + e.count).contains(&to)).map(|e| e.address.clone())
+    }
+
+    fn connection(&self, address: &str) -> io::Result<Arc<Mutex<TcpStream>>> {
+        if let Some(c) = self.connections.lock().unwrap_or_else(|e| e.into_inner()).get(address) {
+            return Ok(Arc::clone(c));
+        }
+        let stream = dial(address, &self.token)?;
+        stream.set_write_timeout(Some(self.write_timeout))?;
+        let c = Arc::new(Mutex::new(stream));
+        self.connections.lock().unwrap_or_else(|e| e.into_inner()).insert(address.to_string(), Arc::clone(&c));
+        Ok(c)
+    }
+
+    fn send_remote(&self, to: u32, message: PeerMsg) -> io::Result<()> {
+        let address = self.address_of(to).ok_or_else(|| io::Error::other(format!("no process runs worker {to}")))?;
+        let connection = self.connection(&address)?;
+        let mut frame = Vec::new();
+        encode_frame(&PeerFrame::Deliver { to, message }, &mut frame).map_err(io::Error::other)?;
+        let written = connection.lock().unwrap_or_else(|e| e.into_inner()).write_all(&frame);
+        if written.is_err() {
+            self.connections.lock().unwrap_or_else(|e| e.into_inner()).remove(&address);
+        }
+        written
+    }
+}
+
+impl<P: Peers> Peers for Arc<P> {
+    fn count(&self) -> u32 {
+        (**self).count()
+    }
+
+    fn send(&self, to: u32, message: PeerMsg) {
+        (**self).send(to, message)
+    }
+}
+
+impl Peers for Router {
+    fn count(&self) -> u32 {
+        let table = self.table.read().unwrap_or_else(|e| e.into_inner());
+        let remote = table.iter().map(|e| e.first + e.count).max().unwrap_or(0);
+        remote.max(self.first + self.local.len() as u32)
+    }
+
+    fn send(&self, to: u32, message: PeerMsg) {
+        if self.deliver_local(to, message.clone()) {
+            return;
+        }
+        if let Err(e) = self.send_remote(to, message.clone()) {
+            tracing::debug!("cannot reach worker {to}: {e}");
+            // A request that cannot be delivered is answered at once, so that its sender never
+            // waits for an answer that will not come.
+            if let PeerMsg::Request { from, epoch } = message {
+                self.deliver_local(from, PeerMsg::NoWork { epoch });
+            }
+        }
+    }
+}
+
+/// Connects to a peer server and proves the token.
+fn dial(address: &str, token: &[u8]) -> io::Result<TcpStream> {
+    let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(address)?
+        .next()
+        .ok_or_else(|| io::Error::other(format!("{address} resolves to no address")))?;
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    let _ = stream.set_nodelay(true);
+    stream.set_read_timeout(Some(HANDSHAKE))?;
+    stream.write_all(&Preamble::CURRENT.to_bytes())?;
+    let nonce = auth::nonce();
+    write_frame(&mut stream, &PeerFrame::Hello { nonce })?;
+    let mut preamble = [0u8; PREAMBLE_LEN];
+    stream.read_exact(&mut preamble)?;
+    if Preamble::parse(&preamble) != Some(Preamble::CURRENT) {
+        return Err(io::Error::other(format!("{address} is not a bts peer of this version")));
+    }
+    let mut decoder = FrameDecoder::new();
+    let PeerFrame::Challenge { nonce: theirs, tag } = read_frame(&mut stream, &mut decoder)? else {
+        return Err(io::Error::other("the peer broke the handshake"));
+    };
+    if !auth::verify_master(token, &nonce, &theirs, &tag) {
+        return Err(io::Error::other(format!("{address} does not prove the run's token")));
+    }
+    write_frame(&mut stream, &PeerFrame::Auth { tag: auth::worker_tag(token, &theirs, &nonce) })?;
+    stream.set_read_timeout(None)?;
+    Ok(stream)
+}
+
+fn write_frame(stream: &mut TcpStream, frame: &PeerFrame) -> io::Result<()> {
+    let mut out = Vec::new();
+    encode_frame(frame, &mut out).map_err(io::Error::other)?;
+    stream.write_all(&out)
+}
+
+fn read_frame(stream: &mut TcpStream, decoder: &mut FrameDecoder) -> io::Result<PeerFrame> {
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(f) = decoder.decode::<PeerFrame>().map_err(io::Error::other)? {
+            return Ok(f);
+        }
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer hung up"));
+        }
+        decoder.feed(&buf[..n]);
+    }
+}
+
+/// Accepts connections from the workers of other processes and delivers their messages.
+pub struct PeerServer {
+    address: SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PeerServer {
+    /// Serves peers proving `token` on `listener`; their messages go through `router`.
+    pub fn serve(listener: TcpListener, token: Vec<u8>, router: Arc<Router>) -> io::Result<Self> {
+        let address = listener.local_addr()?;
+        let token = Arc::new(token);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        std::thread::Builder::new().name("bts-peer-accept".into()).spawn(move || {
+            for stream in listener.incoming().flatten() {
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                let (token, router) = (Arc::clone(&token), Arc::clone(&router));
+                let _ =
+                    std::thread::Builder::new().name("bts-peer".into()).spawn(move || serve(stream, &token, &router));
+            }
+        })?;
+        Ok(Self { address, stop })
+    }
+
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+}
+
+/// Stops accepting (peers already connected are served until they hang up).
+impl Drop for PeerServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wakes the accepting thread (an unspecified address is not connectable as such).
+        let mut wake = self.address;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(if wake.is_ipv4() { [127, 0, 0, 1].into() } else { std::net::Ipv6Addr::LOCALHOST.into() });
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+    }
+}
+
+fn serve(mut stream: TcpStream, token: &[u8], router: &Router) {
+    let peer = stream.peer_addr().map_or_else(|_| "an unknown peer".into(), |a| a.to_string());
+    let _ = stream.set_nodelay(true);
+    let mut decoder = FrameDecoder::new();
+    if let Err(e) = accept_handshake(&mut stream, token, &mut decoder) {
+        tracing::warn!(%peer, "peer connection dropped: {e}");
+        let _ = stream.shutdown(Shutdown::Both);
+        return;
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        loop {
+            match decoder.decode::<PeerFrame>() {
+                Ok(Some(PeerFrame::Deliver { to, message })) => {
+                    if !router.deliver_local(to, message) {
+                        tracing::debug!(%peer, "a message for worker {to}, which is not here");
+                    }
+                }
+                Ok(Some(_)) => {
+                    tracing::warn!(%peer, "peer connection dropped: a handshake frame after the handshake");
+                    return;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(%peer, "peer connection dropped: {e}");
+                    return;
+                }
+            }
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => decoder.feed(&buf[..n]),
+        }
+    }
+}
+
+fn accept_handshake(stream: &mut TcpStream, token: &[u8], decoder: &mut FrameDecoder) -> Result<(), String> {
+    let deadline = Instant::now() + HANDSHAKE;
+    stream.set_read_timeout(Some(HANDSHAKE)).map_err(|e| e.to_string())?;
+    let mut preamble = [0u8; PREAMBLE_LEN];
+    stream.read_exact(&mut preamble).map_err(|e| format!("no preamble: {e}"))?;
+    if Preamble::parse(&preamble) != Some(Preamble::CURRENT) {
+        return Err("not a bts peer of this version".into());
+    }
+    stream.write_all(&Preamble::CURRENT.to_bytes()).map_err(|e| e.to_string())?;
+    let PeerFrame::Hello { nonce: theirs } = read_frame(stream, decoder).map_err(|e| e.to_string())? else {
+        return Err("out of order: not a Hello".into());
+    };
+    let nonce = auth::nonce();
+    write_frame(stream, &PeerFrame::Challenge { nonce, tag: auth::master_tag(token, &theirs, &nonce) })
+        .map_err(|e| e.to_string())?;
+    let PeerFrame::Auth { tag } = read_frame(stream, decoder).map_err(|e| e.to_string())? else {
+        return Err("out of order: not an Auth".into());
+    };
+    if !auth::verify_worker(token, &nonce, &theirs, &tag) {
+        return Err("wrong token".into());
+    }
+    if Instant::now() > deadline {
+        return Err("the handshake took too long".into());
+    }
+    stream.set_read_timeout(None).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::{self, Receiver};
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    /// A process running worker 5, serving peers that prove `token`.
+    fn process(token: &[u8]) -> (PeerServer, Receiver<PeerMsg>) {
+        let (tx, rx) = mpsc::channel();
+        let router = Arc::new(Router::new(token.to_vec(), 5, vec![tx], WAIT));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        (PeerServer::serve(listener, token.to_vec(), router).unwrap(), rx)
+    }
+
+    /// A process running worker 0 that knows where worker 5 is.
+    fn router(token: &[u8], worker_5_at: SocketAddr) -> (Router, Receiver<PeerMsg>) {
+        let (tx, rx) = mpsc::channel();
+        let router = Router::new(token.to_vec(), 0, vec![tx], WAIT);
+        router.set_table(vec![PeerEntry { first: 5, count: 1, address: worker_5_at.to_string() }]);
+        (router, rx)
+    }
+
+    #[test]
+    fn messages_reach_the_workers_of_other_processes_that_share_the_token() {
+        let (server, remote) = process(b"secret");
+        let (router, local) = router(b"secret", server.address());
+        assert_eq!(router.count(), 6);
+        router.send(5, PeerMsg::Request { from: 0, epoch: 3 });
+        router.send(5, PeerMsg::NoWork { epoch: 3 });
+        assert_eq!(remote.recv_timeout(WAIT).unwrap(), PeerMsg::Request { from: 0, epoch: 3 });
+        assert_eq!(remote.recv_timeout(WAIT).unwrap(), PeerMsg::NoWork { epoch: 3 });
+        router.send(0, PeerMsg::Pause);
+        assert_eq!(local.try_recv().unwrap(), PeerMsg::Pause);
+    }
+
+    #[test]
+    fn a_peer_without_the_token_is_refused_and_its_request_answered_with_nothing() {
+        let (server, remote) = process(b"secret");
+        let (router, local) = router(b"guess", server.address());
+        router.send(5, PeerMsg::Request { from: 0, epoch: 2 });
+        assert_eq!(local.recv_timeout(WAIT).unwrap(), PeerMsg::NoWork { epoch: 2 });
+        assert!(remote.recv_timeout(Duration::from_millis(200)).is_err(), "a message got through without the token");
+    }
+
+    #[test]
+    fn strangers_are_dropped_and_the_server_serves_on() {
+        let (server, remote) = process(b"t");
+        let mut stranger = TcpStream::connect(server.address()).unwrap();
+        stranger.set_read_timeout(Some(WAIT)).unwrap();
+        stranger.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        let mut buf = [0u8; 64];
+        assert!(matches!(stranger.read(&mut buf), Ok(0) | Err(_)), "the server answered a stranger");
+        let (router, _local) = router(b"t", server.address());
+        router.send(5, PeerMsg::Finish);
+        assert_eq!(remote.recv_timeout(WAIT).unwrap(), PeerMsg::Finish);
+    }
+
+    #[test]
+    fn a_request_to_a_process_that_is_gone_is_answered_with_nothing() {
+        let gone = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let (router, local) = router(b"t", gone);
+        router.send(5, PeerMsg::Request { from: 0, epoch: 7 });
+        assert_eq!(local.recv_timeout(WAIT).unwrap(), PeerMsg::NoWork { epoch: 7 });
+        // Workers no process runs.
+        router.send(9, PeerMsg::Request { from: 0, epoch: 8 });
+        assert_eq!(local.recv_timeout(WAIT).unwrap(), PeerMsg::NoWork { epoch: 8 });
+    }
+}
