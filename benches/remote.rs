@@ -2,8 +2,8 @@
 //! connected workers. Runs the release `bts` binary as separate processes.
 //!
 //! ```text
-//! cargo bench --bench remote                  # both parts (about a minute)
-//! cargo bench --bench remote -- speed         # or: speed, roundtrips
+//! cargo bench --bench remote                  # every part (about two minutes)
+//! cargo bench --bench remote -- speed         # or: speed, roundtrips, polling
 //! ```
 
 use serde_json::Value;
@@ -99,6 +99,31 @@ fn round_trips(dir: &Path) {
     );
 }
 
+fn polling(dir: &Path) {
+    println!("## Random polling: two remote worker processes on loopback against two local threads (T1L)");
+    let tree = ["uts", "--preset", "T1L"];
+    let mode = ["--mode", "polling"];
+    let (mut l, mut r, mut b) = (f64::MAX, f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        let s = local(&tree, 2, &mode, dir);
+        assert_eq!(s["nodes"], 102_181_082);
+        l = l.min(seconds(&s));
+        let s = remote(&tree, 2, &mode, dir);
+        assert_eq!(s["nodes"], 102_181_082);
+        r = r.min(seconds(&s));
+        let s = remote(&tree, 2, &[], dir);
+        assert_eq!(s["nodes"], 102_181_082);
+        b = b.min(seconds(&s));
+    }
+    println!("polling: 2 local threads {l:.3} s, 2 remote processes {r:.3} s; budget: 2 remote processes {b:.3} s");
+    let ratio = l / r;
+    println!(
+        "speed ratio remote/local (polling) = {ratio:.3}  (target >= 0.95: {}); remote polling/budget = {:.3}\n",
+        if ratio >= 0.95 { "ok" } else { "MISSED" },
+        b / r
+    );
+}
+
 fn main() {
     let parts: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let wanted = |p: &str| parts.is_empty() || parts.iter().any(|a| a == p);
@@ -108,5 +133,8 @@ fn main() {
     }
     if wanted("roundtrips") {
         round_trips(dir.path());
+    }
+    if wanted("polling") {
+        polling(dir.path());
     }
 }

@@ -107,8 +107,9 @@ pub fn serve_peers(listen: &ListenOptions, router: Arc<Router>) -> Result<(PeerS
         None => return Err(failed(std::io::Error::other("the address names no host"))),
     };
     let listener = TcpListener::bind((ip, 0)).map_err(failed)?;
-    let server = PeerServer::serve(listener, listen.token.clone(), router).map_err(failed)?;
+    let server = PeerServer::serve(listener, listen.token.clone(), Arc::clone(&router)).map_err(failed)?;
     let address = advertised(server.address());
+    router.set_address(address.clone());
     Ok((server, address))
 }
 

@@ -420,11 +420,14 @@ impl Run {
                 r.set_table(table);
             }
         };
+        // Every worker is reset when this is called: none holds nodes taken from the limit.
+        let set_nodes_left = |left| shared.remaining.store(left, std::sync::atomic::Ordering::Relaxed);
         let routes = PollingRoutes {
             local: &senders,
             local_counts: distributed.then_some(&local_counts as &dyn Fn() -> Vec<Counts>),
             local_address: peer_server.as_ref().map(|(_, address): &(PeerServer, String)| address.clone()),
             set_peers: distributed.then_some(&set_peers as &dyn Fn(Vec<PeerEntry>)),
+            set_nodes_left: Some(&set_nodes_left as &dyn Fn(u64)),
         };
         let result = drive_polling(&mut coordinator, &events_rx, &routes, output, &drive_options, &mut hooks);
         if let Some(server) = server {
@@ -451,7 +454,7 @@ impl Run {
 fn deal_start(nodes: &[Returned], local: u32, fresh: bool, selective: bool) -> Vec<Start> {
     (0..local as usize)
         .map(|me| match (fresh, selective) {
-            (true, true) => Start::Selective(nodes[0].clone()),
+            (true, true) => Start::Selective { root: nodes[0].clone(), of: local },
             (true, false) => Start::Plain(nodes[0].clone()),
             (false, _) => Start::Nodes(nodes.iter().skip(me).step_by(local as usize).cloned().collect()),
         })

@@ -86,12 +86,14 @@ impl Summary {
     pub fn human(&self) -> String {
         let opt = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
         let t = &self.totals;
-        let sharing = if self.mode == "polling" {
-            format!("{} pieces of work stolen, {} nodes moved", t.jobs, t.returned)
+        let polling = self.mode == "polling";
+        let sharing = if polling {
+            format!("{} steals, {} nodes moved", t.jobs, t.returned)
         } else {
             format!("{} jobs, {} returned, budget {} -> {}", t.jobs, t.returned, self.budget.initial, self.budget.last)
         };
-        let left = if self.queued > 0 { format!(", {} jobs left", self.queued) } else { String::new() };
+        let unit = if polling { "nodes" } else { "jobs" };
+        let left = if self.queued > 0 { format!(", {} {unit} left", self.queued) } else { String::new() };
         format!(
             "bts: {}: {} nodes, {} leaves, max depth {}, {} outputs\n\
              bts: {:.3} s, {:.3} M nodes/s, {} workers, {sharing}{left}\n",

@@ -117,12 +117,7 @@ fn remote_workers_alone_count_exactly_and_commit_each_record_once() {
         let (code, log) = worker_output(w);
         assert_eq!(code, Some(0), "{log}");
     }
-    let text = std::fs::read_to_string(out.path()).unwrap();
-    let mut lines: Vec<&str> = text.lines().collect();
-    lines.sort();
-    lines.dedup();
-    assert_eq!(lines.len(), 724);
-    assert_eq!(text.lines().count(), 724);
+    assert_records_once(out.path(), 724);
 }
 
 #[test]
@@ -401,38 +396,6 @@ fn a_users_own_binary_serves_and_works_for_remote_runs() {
     assert_eq!(worker_output(w).0, Some(0));
 }
 
-#[test]
-fn a_run_with_remote_workers_stops_with_a_checkpoint_and_resumes_exactly() {
-    let dir = tempfile::tempdir().unwrap();
-    let ck = dir.path().join("run.ckpt");
-    let ck_s = ck.to_str().unwrap().to_string();
-    let master = Master::start(&[
-        "--workers",
-        "0",
-        "--checkpoint",
-        &ck_s,
-        "--time-limit",
-        "1",
-        "uts",
-        "--preset",
-        "T1",
-        "-g",
-        "20",
-    ]);
-    let w = worker(&["--connect", &master.address, "--threads", "2"]);
-    let (code, summary, log) = master.finish();
-    assert_eq!(code, Some(3), "{log}");
-    assert_eq!(summary["outcome"], "time-limit");
-    assert_eq!(worker_output(w).0, Some(0));
-    let o = bts(&["resume", &ck_s, "--workers", "2", "--summary-json", "-"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_t1(&summary_of(&o));
-}
-
-fn summary_of(o: &std::process::Output) -> Value {
-    summary(o)
-}
-
 // Random polling with workers in several processes.
 
 #[test]
@@ -484,12 +447,7 @@ fn a_lost_polling_process_is_rolled_back_and_each_record_committed_once() {
     assert!(log.contains("a process was lost: back to the last snapshot"), "{log}");
     // 14-queens has 365,596 solutions (OEIS A000170).
     assert_eq!(summary["outputs"], 365_596);
-    let text = std::fs::read_to_string(&out).unwrap();
-    let mut lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 365_596);
-    lines.sort_unstable();
-    lines.dedup();
-    assert_eq!(lines.len(), 365_596);
+    assert_records_once(&out, 365_596);
     let _ = worker_output(late);
 }
 
@@ -506,38 +464,65 @@ fn a_lost_polling_process_stops_a_run_writing_to_stdout_with_a_clear_message() {
     assert!(log.contains("run with --output FILE or --count-only to survive lost workers"), "{log}");
 }
 
-#[test]
-fn a_polling_run_with_remote_workers_stops_with_a_checkpoint_and_resumes_exactly() {
+/// A run of remote workers only stops at its time limit with a checkpoint, and a resumed run,
+/// again with remote workers, completes it exactly.
+fn remote_workers_stop_with_a_checkpoint_and_resume(mode: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let ck = dir.path().join("p.ckpt");
+    let ck = dir.path().join("run.ckpt");
     let ck_s = ck.to_str().unwrap();
-    let master = Master::start(&[
-        "--mode",
-        "polling",
-        "--workers",
-        "0",
-        "--checkpoint",
-        ck_s,
-        "--time-limit",
-        "1",
-        "uts",
-        "--preset",
-        "T1",
-        "-g",
-        "20",
-    ]);
+    let args = ["--mode", mode, "--workers", "0", "--checkpoint", ck_s, "--time-limit", "1"];
+    let master = Master::start(&[&args[..], &["uts", "--preset", "T1", "-g", "20"]].concat());
     let w = worker(&["--connect", &master.address, "--threads", "2"]);
     let (code, summary, log) = master.finish();
     assert_eq!(code, Some(3), "{log}");
     assert_eq!(summary["outcome"], "time-limit");
     assert!(summary["nodes"].as_u64() < Some(4_130_071), "{summary}");
     assert_eq!(worker_output(w).0, Some(0));
-    // The rest, by remote workers again.
     let resumed = Master::start_with(bts_command(), &["resume", ck_s], &["--workers", "0"]);
     let w = worker(&["--connect", &resumed.address, "--threads", "2"]);
     let (code, summary, log) = resumed.finish();
     assert_eq!(code, Some(0), "{log}");
-    assert_eq!(summary["mode"], "polling");
+    assert_eq!(summary["mode"], mode);
     assert_t1(&summary);
     assert_eq!(worker_output(w).0, Some(0));
+}
+
+#[test]
+fn a_run_with_remote_workers_stops_with_a_checkpoint_and_resumes_exactly() {
+    remote_workers_stop_with_a_checkpoint_and_resume("budget");
+}
+
+#[test]
+fn a_polling_run_with_remote_workers_stops_with_a_checkpoint_and_resumes_exactly() {
+    remote_workers_stop_with_a_checkpoint_and_resume("polling");
+}
+
+#[test]
+fn a_silent_polling_process_is_dropped_and_the_run_rolled_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.txt");
+    let out_s = out.to_str().unwrap();
+    let master = Master::start(&[
+        "--mode",
+        "polling",
+        "--workers",
+        "1",
+        "--worker-timeout",
+        "1",
+        "--output",
+        out_s,
+        "queens",
+        "--n",
+        "14",
+    ]);
+    let mut silent = worker(&["--connect", &master.address, "--threads", "1"]);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&silent, "-STOP");
+    let (code, summary, log) = master.finish();
+    signal(&silent, "-KILL");
+    silent.wait().unwrap();
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("silent for"), "{log}");
+    assert_eq!(summary["outputs"], 365_596);
+    assert_records_once(&out, 365_596);
 }

@@ -42,3 +42,14 @@ pub fn wait_bounded(child: &mut Child, limit: Duration) -> ExitStatus {
 pub fn signal(child: &Child, signal: &str) {
     Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
 }
+
+/// Asserts that the file at `path` holds `expected` lines, all different: every record written
+/// exactly once.
+pub fn assert_records_once(path: &std::path::Path, expected: usize) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), expected, "records lost or written twice in {}", path.display());
+    lines.sort_unstable();
+    lines.dedup();
+    assert_eq!(lines.len(), expected, "a record written twice in {}", path.display());
+}

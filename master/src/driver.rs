@@ -296,6 +296,9 @@ pub struct PollingRoutes<'a> {
     pub local_address: Option<String>,
     /// Tells the local workers where every worker is, when that changes.
     pub set_peers: Option<&'a dyn Fn(Vec<PeerEntry>)>,
+    /// Gives the local workers the nodes they may still visit after a rollback, which undoes
+    /// visits they took from the node limit.
+    pub set_nodes_left: Option<&'a dyn Fn(u64)>,
 }
 
 /// A remote process of a polling run.
@@ -336,6 +339,9 @@ pub fn drive_polling(
             deliver(routes, &processes, worker, message);
         }
         if let Some(len) = coordinator.reset_complete() {
+            if let (Some(set), Some(left)) = (routes.set_nodes_left, coordinator.nodes_left()) {
+                set(left);
+            }
             if len < written {
                 output.rewind(len).map_err(|e| {
                     io::Error::other(format!(

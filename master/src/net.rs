@@ -382,14 +382,24 @@ fn read_loop(
                 Err(e) => return Ended::Broken(e.to_string()),
             }
         }
-        match (&*stream).read(&mut buf) {
-            Ok(0) => return Ended::Closed,
-            Ok(n) => decoder.feed(&buf[..n]),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                return Ended::Broken(format!("silent for {:.1} s", silence.as_secs_f64()));
-            }
-            Err(e) => return Ended::Broken(e.to_string()),
+        if let Err(ended) = read_more(stream, decoder, &mut buf, silence) {
+            return ended;
         }
+    }
+}
+
+/// Feeds the decoder what the worker sent next, or says why the connection ended.
+fn read_more(stream: &TcpStream, decoder: &mut FrameDecoder, buf: &mut [u8], silence: Duration) -> Result<(), Ended> {
+    match (&*stream).read(buf) {
+        Ok(0) => Err(Ended::Closed),
+        Ok(n) => {
+            decoder.feed(&buf[..n]);
+            Ok(())
+        }
+        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(Ended::Broken(format!("silent for {:.1} s", silence.as_secs_f64())))
+        }
+        Err(e) => Err(Ended::Broken(e.to_string())),
     }
 }
 
@@ -421,13 +431,8 @@ fn read_polling(
                 return Ended::Closed;
             }
         }
-        match (&*stream).read(&mut buf) {
-            Ok(0) => return Ended::Closed,
-            Ok(n) => decoder.feed(&buf[..n]),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                return Ended::Broken(format!("silent for {:.1} s", silence.as_secs_f64()));
-            }
-            Err(e) => return Ended::Broken(e.to_string()),
+        if let Err(ended) = read_more(stream, decoder, &mut buf, silence) {
+            return ended;
         }
     }
 }

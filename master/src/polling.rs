@@ -134,6 +134,8 @@ pub struct Coordinator {
     /// Workers of several processes: termination by waves, rollback on loss.
     waves: Option<Waves>,
     epoch: u32,
+    /// Pauses begun so far (the number of the current or last one).
+    pauses: u64,
     reset: Option<Reset>,
     start: Option<StartPlan>,
 }
@@ -156,6 +158,7 @@ impl Coordinator {
             peak: 0,
             waves: None,
             epoch: 0,
+            pauses: 0,
             reset: None,
             start: None,
         }
@@ -174,6 +177,8 @@ impl Coordinator {
     pub fn add_workers(&mut self, count: u32) -> u32 {
         let first = self.slots.len() as u32;
         self.slots.extend((0..count).map(|_| Slot::new()));
+        // A wave under way did not ask the newcomers.
+        self.cancel_waves();
         if self.reset.is_some() {
             // They get their share when the rollback completes.
             return first;
@@ -185,9 +190,9 @@ impl Coordinator {
                     if self.ending.is_some() {
                         self.outbox.push_back((w, PeerMsg::Finish));
                     } else if self.pause.is_some() {
-                        self.outbox.push_back((w, PeerMsg::Pause));
+                        self.outbox.push_back((w, PeerMsg::Pause { number: self.pauses }));
                     } else {
-                        self.order(w, PeerMsg::Resume(Vec::new()));
+                        self.order(w, PeerMsg::Resume { nodes: Vec::new(), epoch: self.epoch });
                     }
                 }
             }
@@ -200,7 +205,8 @@ impl Coordinator {
         match plan {
             StartPlan::Root(root) => {
                 for i in 0..count {
-                    self.order(first + i, PeerMsg::Start { root: root.clone(), index: i, of: count });
+                    let epoch = self.epoch;
+                    self.order(first + i, PeerMsg::Start { root: root.clone(), index: i, of: count, epoch });
                 }
             }
             StartPlan::Nodes(nodes) => {
@@ -209,7 +215,7 @@ impl Coordinator {
                     parts[i % count as usize].push(n);
                 }
                 for (i, part) in parts.into_iter().enumerate() {
-                    self.order(first + i as u32, PeerMsg::Resume(part));
+                    self.order(first + i as u32, PeerMsg::Resume { nodes: part, epoch: self.epoch });
                 }
             }
         }
@@ -229,6 +235,9 @@ impl Coordinator {
             if let Some(slot) = self.slots.get_mut(w as usize) {
                 slot.state = State::Gone;
                 slot.stack = 0;
+                // Lost with the process, like its stack: the rollback redoes them.
+                slot.late.clear();
+                slot.late_messages = 0;
             }
         }
         if self.outcome.is_some() {
@@ -255,10 +264,7 @@ impl Coordinator {
                 self.outbox.push_back((w as u32, PeerMsg::Reset { epoch: self.epoch }));
             }
         }
-        if let Some(waves) = &mut self.waves {
-            waves.current = None;
-            waves.previous = None;
-        }
+        self.cancel_waves();
         tracing::warn!(epoch = self.epoch, "a process was lost: back to the last snapshot");
         self.reset = Some(Reset { waiting, pause_after });
     }
@@ -283,7 +289,7 @@ impl Coordinator {
                 parts[i % live.len()].push(n);
             }
             for (w, part) in live.into_iter().zip(parts) {
-                self.order(w, PeerMsg::Resume(part));
+                self.order(w, PeerMsg::Resume { nodes: part, epoch: self.epoch });
             }
         }
         if let Some(why) = reset.pause_after {
@@ -308,6 +314,7 @@ impl Coordinator {
             }
             PollReport::Paused { worker, stack, progress, sent, received } => {
                 self.commit(progress);
+                self.check_node_limit();
                 let slot = &mut self.slots[worker as usize];
                 slot.stack = stack.len() as u64;
                 slot.state = State::Paused { stack, sent, received };
@@ -330,8 +337,11 @@ impl Coordinator {
                 slot.stack = 0;
                 self.check_finished();
             }
-            PollReport::ResetDone { worker } => {
-                if let Some(r) = &mut self.reset {
+            PollReport::ResetDone { worker, epoch } => {
+                // The answer to an earlier rollback does not complete this one.
+                if let Some(r) = &mut self.reset
+                    && epoch == self.epoch
+                {
                     r.waiting.remove(&worker);
                 }
             }
@@ -355,11 +365,16 @@ impl Coordinator {
         self.output.extend_from_slice(&p.output);
     }
 
+    /// Nodes this segment may still visit, by the committed count (`None`: no node limit).
+    pub fn nodes_left(&self) -> Option<u64> {
+        self.node_limit.map(|limit| limit.saturating_sub(self.totals.nodes - self.nodes_before))
+    }
+
     fn check_node_limit(&mut self) {
         if let Some(limit) = self.node_limit
             && self.totals.nodes - self.nodes_before >= limit
-            && self.pause.is_none()
         {
+            // A checkpoint under way becomes a stop: workers waiting at the limit report nothing more.
             self.request_pause(PauseFor::Stop(StopReason::NodeLimit));
         }
     }
@@ -379,9 +394,12 @@ impl Coordinator {
         match &self.pause {
             None => {
                 self.pause = Some(why);
+                self.pauses += 1;
+                // Counts of paused workers say nothing of the nodes the coordinator holds.
+                self.cancel_waves();
                 for (w, slot) in self.slots.iter().enumerate() {
                     if matches!(slot.state, State::Running) {
-                        self.outbox.push_back((w as u32, PeerMsg::Pause));
+                        self.outbox.push_back((w as u32, PeerMsg::Pause { number: self.pauses }));
                     }
                 }
             }
@@ -412,12 +430,19 @@ impl Coordinator {
         if sent != received {
             return None;
         }
+        let pending = |r: &Returned| Pending { depth: r.depth, node: r.node.clone() };
         let mut jobs = Vec::new();
-        for slot in &self.slots {
+        for slot in self.slots.iter().filter(|s| s.live()) {
             if let State::Paused { stack, .. } = &slot.state {
-                jobs.extend(stack.iter().map(|r| Pending { depth: r.depth, node: r.node.clone() }));
+                jobs.extend(stack.iter().map(pending));
             }
-            jobs.extend(slot.late.iter().map(|r| Pending { depth: r.depth, node: r.node.clone() }));
+            jobs.extend(slot.late.iter().map(pending));
+        }
+        // Nodes nobody has started yet: no process has joined, or every one was lost.
+        match &self.start {
+            Some(StartPlan::Root(root)) => jobs.push(pending(root)),
+            Some(StartPlan::Nodes(nodes)) => jobs.extend(nodes.iter().map(pending)),
+            None => {}
         }
         self.last = Snapshot { totals: self.totals.clone(), jobs: jobs.clone() };
         self.snapshot = Some(jobs);
@@ -437,7 +462,7 @@ impl Coordinator {
                 nodes.append(&mut slot.late);
                 slot.late_messages = 0;
                 slot.orders += 1;
-                self.outbox.push_back((w as u32, PeerMsg::Resume(nodes)));
+                self.outbox.push_back((w as u32, PeerMsg::Resume { nodes, epoch: self.epoch }));
             }
         }
     }
@@ -468,6 +493,9 @@ impl Coordinator {
 
     /// Counts for wave `wave`. When every live worker has answered, two agreeing waves end the run.
     pub fn wave_counts(&mut self, wave: u64, counts: Vec<Counts>) {
+        if self.pause.is_some() || self.reset.is_some() || self.ending.is_some() || self.start.is_some() {
+            return;
+        }
         let live: BTreeSet<u32> =
             (0..self.slots.len() as u32).filter(|&w| matches!(self.slots[w as usize].state, State::Running)).collect();
         let Some(waves) = self.waves.as_mut() else { return };
@@ -492,6 +520,14 @@ impl Coordinator {
         waves.previous = quiet.then_some(current);
         if done {
             self.finish(Outcome::Complete);
+        }
+    }
+
+    /// Forgets the wave under way and the last one: they no longer describe the run.
+    fn cancel_waves(&mut self) {
+        if let Some(waves) = &mut self.waves {
+            waves.current = None;
+            waves.previous = None;
         }
     }
 
@@ -523,7 +559,7 @@ fn report_worker(report: &PollReport) -> u32 {
         | PollReport::LateWork { worker, .. }
         | PollReport::Failed { worker, .. }
         | PollReport::Finished { worker, .. }
-        | PollReport::ResetDone { worker } => *worker,
+        | PollReport::ResetDone { worker, .. } => *worker,
     }
 }
 
@@ -537,7 +573,8 @@ impl RunView for Coordinator {
     }
 
     fn queued(&self) -> usize {
-        self.queued_nodes()
+        // Once paused for good (a stop), the nodes left are the snapshot's.
+        self.snapshot.as_ref().map_or_else(|| self.queued_nodes(), Vec::len)
     }
 
     fn in_flight(&self) -> usize {

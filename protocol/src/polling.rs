@@ -34,16 +34,18 @@ pub struct Progress {
 pub enum PeerMsg {
     /// Worker `from` asks for work.
     Request { from: u32, epoch: u32 },
-    /// Work for the worker that asked (counted as busy by its sender).
-    Work { nodes: Vec<Returned>, epoch: u32 },
+    /// Work for the worker that asked (counted as busy by its sender). `pauses` is the number of the
+    /// last pause its sender went through: a paused thief tells by it whether the work was sent
+    /// before the pause (it belongs to the snapshot) or after the sender resumed (it is the thief's).
+    Work { nodes: Vec<Returned>, epoch: u32, pauses: u64 },
     /// The worker asked has nothing to give.
     NoWork { epoch: u32 },
-    /// Hand the stack to the coordinator and wait.
-    Pause,
-    /// Carry on, with these nodes.
-    Resume(Vec<Returned>),
-    /// Start a new run: selective initialisation as worker `index` of `of` from `root`.
-    Start { root: Returned, index: u32, of: u32 },
+    /// Pause number `number` (they count from 1): hand the stack to the coordinator and wait.
+    Pause { number: u64 },
+    /// Carry on in `epoch`, with these nodes.
+    Resume { nodes: Vec<Returned>, epoch: u32 },
+    /// Start a new run in `epoch`: selective initialisation as worker `index` of `of` from `root`.
+    Start { root: Returned, index: u32, of: u32, epoch: u32 },
     /// Drop the stack and everything of earlier epochs; wait for `Resume` (a rollback).
     Reset { epoch: u32 },
     /// The run is over.
@@ -77,8 +79,8 @@ pub enum PollReport {
     Failed { worker: u32, failure: JobFailure },
     /// The worker is done: the run is over, or it was told to finish.
     Finished { worker: u32, progress: Progress, pieces: u64, moved: u64 },
-    /// The worker dropped its stack after a `Reset`.
-    ResetDone { worker: u32 },
+    /// The worker dropped its stack after the `Reset` to `epoch`.
+    ResetDone { worker: u32, epoch: u32 },
 }
 
 impl Progress {

@@ -157,6 +157,8 @@ pub enum PeerFrame {
         to: u32,
         message: PeerMsg,
     },
+    /// The dialling process runs these workers and serves peers there (sent after the handshake).
+    Introduce(PeerEntry),
 }
 
 #[cfg(test)]

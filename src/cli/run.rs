@@ -215,7 +215,10 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit
     }
     let resume_hint = || match &finished.checkpoint {
         Some(p) => format!("checkpoint written to {0}; resume with: bts resume {0}", p.display()),
-        None => format!("{} jobs were left (give --checkpoint FILE to keep them)", summary.queued),
+        None => {
+            let unit = if summary.mode == "polling" { "unvisited nodes" } else { "jobs" };
+            format!("{} {unit} were left (give --checkpoint FILE to keep them)", summary.queued)
+        }
     };
     match &finished.outcome {
         Outcome::Complete => Ok(Exit::Complete),

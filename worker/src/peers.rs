@@ -2,6 +2,10 @@
 //! server (connections from other processes, authenticated with the run's token as the master
 //! authenticates workers) and a router that sends each message to the worker it is for: a thread of
 //! this process, or over a connection (opened on first use) to the process that runs it.
+//!
+//! The master tells every process where the others are, but a process that has just joined may
+//! steal before its victim has heard of it: every connection therefore starts by saying which
+//! workers the dialling process runs and where, so that the victim can answer.
 
 use crate::polling::Peers;
 use bts_protocol::codec::{FrameDecoder, encode_frame};
@@ -27,19 +31,59 @@ pub struct Router {
     /// A peer that takes longer than this to take a message is treated as gone: by then the master
     /// has dropped it too, and the rollback that follows redoes any work lost with it.
     write_timeout: Duration,
-    table: RwLock<Vec<PeerEntry>>,
+    table: RwLock<Table>,
+    /// Where this process's peer server is, once it serves.
+    address: RwLock<Option<String>>,
     connections: Mutex<HashMap<String, Arc<Mutex<TcpStream>>>>,
+}
+
+/// Where workers are: the master's word, and processes that introduced themselves since.
+#[derive(Default)]
+struct Table {
+    master: Vec<PeerEntry>,
+    /// Newer than the master's table (their workers come after all of its).
+    introduced: Vec<PeerEntry>,
+}
+
+impl Table {
+    fn entries(&self) -> impl Iterator<Item = &PeerEntry> {
+        self.master.iter().chain(&self.introduced)
+    }
 }
 
 impl Router {
     pub fn new(token: Vec<u8>, first: u32, local: Vec<Sender<PeerMsg>>, write_timeout: Duration) -> Self {
-        let (table, connections) = (RwLock::new(Vec::new()), Mutex::new(HashMap::new()));
-        Self { token, first, local, write_timeout, table, connections }
+        let (table, address, connections) = (RwLock::default(), RwLock::default(), Mutex::new(HashMap::new()));
+        Self { token, first, local, write_timeout, table, address, connections }
     }
 
     /// The processes of the run and their workers (sent by the master when it changes).
-    pub fn set_table(&self, table: Vec<PeerEntry>) {
-        *self.table.write().unwrap_or_else(|e| e.into_inner()) = table;
+    pub fn set_table(&self, entries: Vec<PeerEntry>) {
+        let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
+        // The master knows of every process up to its last worker, whether still there or gone.
+        let end = entries.iter().map(|e| e.first + e.count).max().unwrap_or(0);
+        table.introduced.retain(|e| e.first >= end);
+        table.master = entries;
+    }
+
+    /// Where this process's peer server is, to introduce it to the processes it connects to.
+    pub fn set_address(&self, address: String) {
+        *self.address.write().unwrap_or_else(|e| e.into_inner()) = Some(address);
+    }
+
+    /// A process that connected said where it is: remember it unless the table knows its workers.
+    fn introduced(&self, entry: PeerEntry) {
+        let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
+        let end = table.master.iter().map(|e| e.first + e.count).max().unwrap_or(0);
+        if entry.first >= end && !table.introduced.iter().any(|e| e.first == entry.first) {
+            table.introduced.push(entry);
+        }
+    }
+
+    /// This process, as it introduces itself.
+    fn entry(&self) -> Option<PeerEntry> {
+        let address = self.address.read().unwrap_or_else(|e| e.into_inner()).clone()?;
+        Some(PeerEntry { first: self.first, count: self.local.len() as u32, address })
     }
 
     /// Delivers a message to a worker of this process.
@@ -52,14 +96,14 @@ impl Router {
 
     fn address_of(&self, to: u32) -> Option<String> {
         let table = self.table.read().unwrap_or_else(|e| e.into_inner());
-        table.iter().find(|e| (e.first..e.first + e.count).contains(&to)).map(|e| e.address.clone())
+        table.entries().find(|e| (e.first..e.first + e.count).contains(&to)).map(|e| e.address.clone())
     }
 
     fn connection(&self, address: &str) -> io::Result<Arc<Mutex<TcpStream>>> {
         if let Some(c) = self.connections.lock().unwrap_or_else(|e| e.into_inner()).get(address) {
             return Ok(Arc::clone(c));
         }
-        let stream = dial(address, &self.token)?;
+        let stream = dial(address, &self.token, self.entry())?;
         stream.set_write_timeout(Some(self.write_timeout))?;
         let c = Arc::new(Mutex::new(stream));
         self.connections.lock().unwrap_or_else(|e| e.into_inner()).insert(address.to_string(), Arc::clone(&c));
@@ -92,7 +136,7 @@ impl<P: Peers> Peers for Arc<P> {
 impl Peers for Router {
     fn count(&self) -> u32 {
         let table = self.table.read().unwrap_or_else(|e| e.into_inner());
-        let remote = table.iter().map(|e| e.first + e.count).max().unwrap_or(0);
+        let remote = table.entries().map(|e| e.first + e.count).max().unwrap_or(0);
         remote.max(self.first + self.local.len() as u32)
     }
 
@@ -111,8 +155,8 @@ impl Peers for Router {
     }
 }
 
-/// Connects to a peer server and proves the token.
-fn dial(address: &str, token: &[u8]) -> io::Result<TcpStream> {
+/// Connects to a peer server, proves the token and introduces this process.
+fn dial(address: &str, token: &[u8], me: Option<PeerEntry>) -> io::Result<TcpStream> {
     let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(address)?
         .next()
         .ok_or_else(|| io::Error::other(format!("{address} resolves to no address")))?;
@@ -135,6 +179,9 @@ fn dial(address: &str, token: &[u8]) -> io::Result<TcpStream> {
         return Err(io::Error::other(format!("{address} does not prove the run's token")));
     }
     write_frame(&mut stream, &PeerFrame::Auth { tag: auth::worker_tag(token, &theirs, &nonce) })?;
+    if let Some(entry) = me {
+        write_frame(&mut stream, &PeerFrame::Introduce(entry))?;
+    }
     stream.set_read_timeout(None)?;
     Ok(stream)
 }
@@ -221,6 +268,7 @@ fn serve(mut stream: TcpStream, token: &[u8], router: &Router) {
                         tracing::debug!(%peer, "a message for worker {to}, which is not here");
                     }
                 }
+                Ok(Some(PeerFrame::Introduce(entry))) => router.introduced(entry),
                 Ok(Some(_)) => {
                     tracing::warn!(%peer, "peer connection dropped: a handshake frame after the handshake");
                     return;
@@ -275,10 +323,18 @@ mod tests {
 
     /// A process running worker 5, serving peers that prove `token`.
     fn process(token: &[u8]) -> (PeerServer, Receiver<PeerMsg>) {
+        let (server, _, rx) = serving(token, 5);
+        (server, rx)
+    }
+
+    /// A process running worker `me` with a peer server.
+    fn serving(token: &[u8], me: u32) -> (PeerServer, Arc<Router>, Receiver<PeerMsg>) {
         let (tx, rx) = mpsc::channel();
-        let router = Arc::new(Router::new(token.to_vec(), 5, vec![tx], WAIT));
+        let router = Arc::new(Router::new(token.to_vec(), me, vec![tx], WAIT));
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        (PeerServer::serve(listener, token.to_vec(), router).unwrap(), rx)
+        let server = PeerServer::serve(listener, token.to_vec(), Arc::clone(&router)).unwrap();
+        router.set_address(server.address().to_string());
+        (server, router, rx)
     }
 
     /// A process running worker 0 that knows where worker 5 is.
@@ -298,8 +354,8 @@ mod tests {
         router.send(5, PeerMsg::NoWork { epoch: 3 });
         assert_eq!(remote.recv_timeout(WAIT).unwrap(), PeerMsg::Request { from: 0, epoch: 3 });
         assert_eq!(remote.recv_timeout(WAIT).unwrap(), PeerMsg::NoWork { epoch: 3 });
-        router.send(0, PeerMsg::Pause);
-        assert_eq!(local.try_recv().unwrap(), PeerMsg::Pause);
+        router.send(0, PeerMsg::Pause { number: 1 });
+        assert_eq!(local.try_recv().unwrap(), PeerMsg::Pause { number: 1 });
     }
 
     #[test]
@@ -333,5 +389,23 @@ mod tests {
         // Workers no process runs.
         router.send(9, PeerMsg::Request { from: 0, epoch: 8 });
         assert_eq!(local.recv_timeout(WAIT).unwrap(), PeerMsg::NoWork { epoch: 8 });
+    }
+
+    #[test]
+    fn a_victim_answers_a_thief_whose_process_the_master_has_not_announced_yet() {
+        let (victim_server, victim, victim_inbox) = serving(b"t", 5);
+        let (_thief_server, thief, thief_inbox) = serving(b"t", 9);
+        // The thief knows where worker 5 is; the victim has not heard of worker 9.
+        thief.set_table(vec![PeerEntry { first: 5, count: 1, address: victim_server.address().to_string() }]);
+        thief.send(5, PeerMsg::Request { from: 9, epoch: 0 });
+        assert_eq!(victim_inbox.recv_timeout(WAIT).unwrap(), PeerMsg::Request { from: 9, epoch: 0 });
+        let work = PeerMsg::Work { nodes: Vec::new(), epoch: 0, pauses: 0 };
+        victim.send(9, work.clone());
+        assert_eq!(thief_inbox.recv_timeout(WAIT).unwrap(), work);
+        // The master's next table, which lists worker 9, takes over.
+        victim.set_table(vec![PeerEntry { first: 9, count: 1, address: "127.0.0.1:1".into() }]);
+        assert_eq!(victim.count(), 10);
+        victim.send(9, PeerMsg::Request { from: 5, epoch: 1 });
+        assert_eq!(victim_inbox.recv_timeout(WAIT).unwrap(), PeerMsg::NoWork { epoch: 1 });
     }
 }

@@ -4,18 +4,21 @@
 //! them for checkpoints and ends the run.
 //!
 //! # Termination
-//! `Shared::busy` counts the workers whose stack is not empty plus the work messages in flight. A
-//! victim counts a piece of work before sending it, the thief inherits that count, and a worker
-//! takes itself off only when its stack runs dry. The count therefore reaches zero exactly when no
-//! stack holds a node and no node travels, and it cannot rise again from zero (only a worker with
-//! work can give work): the worker that brings it to zero tells everyone the run is over.
+//! `Termination::Counter` counts the workers that hold work plus the work messages in flight. A
+//! victim counts a piece of work before sending it; a thief that holds no work inherits that count,
+//! one that already does gives it back; a worker takes itself off only when its stack runs dry. The
+//! count therefore reaches zero exactly when no stack holds a node and no node travels, and it
+//! cannot rise again from zero (only a worker with work can give work): the worker that brings it
+//! to zero tells everyone the run is over.
 //!
 //! # Pausing
 //! On `Pause` a worker hands its stack, its progress and its counts of work messages sent and
 //! received to the coordinator, then answers every request with `NoWork` and forwards any work that
-//! still reaches it (sent before the victim paused). Once every worker has paused, no work message
-//! can be sent any more; when the received counts catch up with the sent ones, the coordinator
-//! holds every unvisited node: a consistent snapshot.
+//! still reaches it and was sent before its victim paused. Once every worker has paused, no work
+//! message can be sent any more; when the received counts catch up with the sent ones, the
+//! coordinator holds every unvisited node: a consistent snapshot. Work sent by a victim that has
+//! already resumed (to a thief that has not yet) is not the snapshot's: the thief keeps it for when
+//! it resumes, telling the two apart by the pause number each piece carries.
 
 use crate::StackWorker;
 use crate::estimate::SplitMix64;
@@ -68,9 +71,10 @@ pub struct WaveCounts {
 }
 
 impl Termination {
-    /// Counts for distributed termination, for `workers` workers from index `first`.
+    /// Counts for distributed termination, for `workers` workers from index `first`. They start
+    /// busy: a worker says it is idle only once it has looked at what it starts with.
     pub fn waves(first: u32, workers: u32) -> Self {
-        let counts = (0..workers).map(|_| WaveCounts { idle: AtomicBool::new(true), ..Default::default() }).collect();
+        let counts = (0..workers).map(|_| WaveCounts::default()).collect();
         Termination::Waves { first, counts }
     }
 
@@ -146,7 +150,9 @@ const REPORT_EVERY: Duration = Duration::from_millis(2);
 pub enum Start {
     /// A new run: Sanders' selective initialisation. Every worker takes the root and splits it
     /// ⌈log2 P⌉ times following the bits of its index, keeping its own part (see [`selective_start`]).
-    Selective(Returned),
+    /// `of` is P, the number of workers that share the root, fixed when the run is planned: the
+    /// number of peers may grow before a worker begins, as processes join.
+    Selective { root: Returned, of: u32 },
     /// A new run: worker 0 takes the root, the others start by stealing.
     Plain(Returned),
     /// These nodes (a resumed run).
@@ -218,6 +224,10 @@ struct Worker<'a> {
     resumed: bool,
     /// The coordinator's `Start` and `Resume` messages acted on.
     orders: u64,
+    /// The number of the last pause.
+    pauses: u64,
+    /// With `Termination::Counter`: this worker is counted (it holds work).
+    counted: bool,
 }
 
 /// Why the worker loop ends.
@@ -254,6 +264,8 @@ pub fn run_polling_worker(
         last_report: Instant::now(),
         resumed: false,
         orders: 0,
+        pauses: 0,
+        counted: true,
     };
     let stop = match w.begin(start) {
         Some(stop) => stop,
@@ -268,9 +280,8 @@ pub fn run_polling_worker(
 
 impl Worker<'_> {
     fn begin(&mut self, start: Start) -> Option<Stop> {
-        let workers = self.shared.peers.count();
         let begun = match start {
-            Start::Selective(root) => selective_start(&mut *self.stack, root, self.me, workers, self.shared.rule),
+            Start::Selective { root, of } => selective_start(&mut *self.stack, root, self.me, of, self.shared.rule),
             Start::Plain(root) => self.push(if self.me == 0 { vec![root] } else { Vec::new() }),
             Start::Nodes(nodes) => self.push(nodes),
             Start::Await => return self.wait_for_coordinator(),
@@ -323,7 +334,7 @@ impl Worker<'_> {
     fn ran_dry(&mut self) {
         match &self.shared.termination {
             Termination::Counter(busy) => {
-                if busy.fetch_sub(1, Ordering::SeqCst) == 1 {
+                if std::mem::take(&mut self.counted) && busy.fetch_sub(1, Ordering::SeqCst) == 1 {
                     for w in 0..self.shared.peers.count() {
                         self.shared.peers.send(w, PeerMsg::Finish);
                     }
@@ -451,7 +462,7 @@ impl Worker<'_> {
                     if let Some(c) = self.shared.termination.counts(self.me) {
                         c.sent.store(self.sent, Ordering::SeqCst);
                     }
-                    PeerMsg::Work { nodes: loot, epoch }
+                    PeerMsg::Work { nodes: loot, epoch, pauses: self.pauses }
                 };
                 self.shared.peers.send(from, answer);
                 None
@@ -461,11 +472,11 @@ impl Worker<'_> {
                 self.shared.peers.send(from, PeerMsg::NoWork { epoch });
                 None
             }
-            PeerMsg::Work { nodes, epoch } if epoch == self.epoch => {
+            PeerMsg::Work { nodes, epoch, .. } if epoch == self.epoch => {
                 self.take_work(&nodes);
                 self.accept(nodes)
             }
-            PeerMsg::Pause => self.pause(),
+            PeerMsg::Pause { number } => self.pause(number),
             PeerMsg::Reset { epoch } => self.reset(epoch),
             PeerMsg::Finish => Some(Stop::Finish),
             // Answers to old requests, messages of earlier epochs, starts already done.
@@ -478,9 +489,20 @@ impl Worker<'_> {
         self.received += 1;
         self.pieces += 1;
         self.moved += nodes.len() as u64;
-        if let Some(c) = self.shared.termination.counts(self.me) {
-            c.idle.store(false, Ordering::SeqCst);
-            c.received.store(self.received, Ordering::SeqCst);
+        match &self.shared.termination {
+            // The piece was counted by its sender: inherit that count, or give it back if this
+            // worker is counted already (it cannot reach zero: this worker's count remains).
+            Termination::Counter(busy) => {
+                if std::mem::replace(&mut self.counted, true) {
+                    busy.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+            Termination::Waves { .. } => {
+                if let Some(c) = self.shared.termination.counts(self.me) {
+                    c.idle.store(false, Ordering::SeqCst);
+                    c.received.store(self.received, Ordering::SeqCst);
+                }
+            }
         }
     }
 
@@ -510,19 +532,21 @@ impl Worker<'_> {
         loop {
             match self.inbox.recv() {
                 Ok(PeerMsg::Request { from, epoch }) => self.shared.peers.send(from, PeerMsg::NoWork { epoch }),
-                Ok(PeerMsg::Work { nodes, epoch }) if epoch == self.epoch => {
+                Ok(PeerMsg::Work { nodes, epoch, .. }) if epoch == self.epoch => {
                     self.take_work(&nodes);
                     let _ = self.stack.push(nodes);
                 }
-                Ok(PeerMsg::Pause) => return self.pause(),
+                Ok(PeerMsg::Pause { number }) => return self.pause(number),
                 Ok(PeerMsg::Reset { epoch }) => return self.reset(epoch),
-                Ok(PeerMsg::Start { root, index, of }) => {
+                Ok(PeerMsg::Start { root, index, of, epoch }) => {
+                    self.enter(epoch);
                     let begun = selective_start(&mut *self.stack, root, index, of, self.shared.rule);
                     self.started(begun);
                     self.obeyed();
                     return None;
                 }
-                Ok(PeerMsg::Resume(nodes)) => {
+                Ok(PeerMsg::Resume { nodes, epoch }) => {
+                    self.enter(epoch);
                     self.resumed = true;
                     let begun = self.push(nodes);
                     self.started(begun);
@@ -536,31 +560,37 @@ impl Worker<'_> {
         }
     }
 
-    /// Hands everything to the coordinator and waits to be resumed or finished.
-    fn pause(&mut self) -> Option<Stop> {
+    /// Hands everything to the coordinator for pause `number` and waits to be resumed or finished.
+    fn pause(&mut self, number: u64) -> Option<Stop> {
+        self.pauses = number;
         let progress = self.stack.take_progress();
         let stack = self.stack.take_all();
         let paused = PollReport::Paused { worker: self.me, stack, progress, sent: self.sent, received: self.received };
         if !(self.report)(paused) {
             return Some(Stop::Gone);
         }
+        // Work from victims that have resumed already: this worker's once it resumes.
+        let mut kept = Vec::new();
         loop {
             match self.inbox.recv() {
                 Ok(PeerMsg::Request { from, epoch }) => self.shared.peers.send(from, PeerMsg::NoWork { epoch }),
-                Ok(PeerMsg::Work { nodes, epoch }) if epoch == self.epoch => {
+                Ok(PeerMsg::Work { nodes, epoch, pauses }) if epoch == self.epoch => {
                     self.take_work(&nodes);
-                    let _ = (self.report)(PollReport::LateWork { worker: self.me, nodes });
+                    if pauses >= number {
+                        kept.extend(nodes);
+                    } else {
+                        let _ = (self.report)(PollReport::LateWork { worker: self.me, nodes });
+                    }
                 }
-                Ok(PeerMsg::Resume(nodes)) => {
+                Ok(PeerMsg::Resume { mut nodes, epoch }) => {
+                    self.enter(epoch);
                     self.last_report = Instant::now();
                     self.resumed = true;
-                    let empty = nodes.is_empty();
-                    let stop = self.accept(nodes);
-                    if empty {
-                        self.set_idle(true);
-                    }
+                    nodes.append(&mut kept);
+                    let begun = self.push(nodes);
+                    self.started(begun);
                     self.obeyed();
-                    return stop;
+                    return None;
                 }
                 Ok(PeerMsg::Reset { epoch }) => return self.reset(epoch),
                 Ok(PeerMsg::Finish) => return Some(Stop::Finish),
@@ -570,20 +600,28 @@ impl Worker<'_> {
         }
     }
 
-    /// A rollback: drops the stack and what it did since its last report, moves to `epoch`, and
-    /// waits for the coordinator's `Resume`.
-    fn reset(&mut self, epoch: u32) -> Option<Stop> {
-        self.stack.take_all();
-        self.stack.take_progress();
+    /// Moves to `epoch` (a worker that joins after a rollback, or a reset): counts start again.
+    fn enter(&mut self, epoch: u32) {
+        if epoch == self.epoch {
+            return;
+        }
         self.epoch = epoch;
         self.sent = 0;
         self.received = 0;
         if let Some(c) = self.shared.termination.counts(self.me) {
             c.sent.store(0, Ordering::SeqCst);
             c.received.store(0, Ordering::SeqCst);
-            c.idle.store(true, Ordering::SeqCst);
         }
-        if !(self.report)(PollReport::ResetDone { worker: self.me }) {
+    }
+
+    /// A rollback: drops the stack and what it did since its last report, moves to `epoch`, and
+    /// waits for the coordinator's `Resume`.
+    fn reset(&mut self, epoch: u32) -> Option<Stop> {
+        self.stack.take_all();
+        self.stack.take_progress();
+        self.enter(epoch);
+        self.set_idle(true);
+        if !(self.report)(PollReport::ResetDone { worker: self.me, epoch }) {
             return Some(Stop::Gone);
         }
         self.resumed = true;

@@ -178,8 +178,9 @@ impl PollingProcess<'_> {
         let router = Arc::new(Router::new(self.token.to_vec(), first, senders, silence));
         let listener = peer_listener.ok_or_else(|| lost("no peer listener".into()))?;
         // Serves the other processes' workers until this process's part of the run is over.
-        let _peer_server = PeerServer::serve(listener, self.token.to_vec(), Arc::clone(&router))
+        let peer_server = PeerServer::serve(listener, self.token.to_vec(), Arc::clone(&router))
             .map_err(|e| lost(format!("cannot serve peers: {e}")))?;
+        router.set_address(peer_server.address().to_string());
         let shared = Arc::new(Shared {
             peers: Box::new(Arc::clone(&router)),
             termination: Termination::waves(first, self.threads),
@@ -203,6 +204,8 @@ impl PollingProcess<'_> {
 
         let mut result = Ok(());
         let mut early = early.into_iter();
+        // The master ends the run by telling every worker to finish, then hangs up.
+        let mut finished = 0;
         loop {
             let next = match early.next() {
                 Some(f) => Ok(f),
@@ -211,7 +214,7 @@ impl PollingProcess<'_> {
             let frame = match next {
                 Ok(f) => f,
                 Err(RemoteError::Lost(e)) if e == CLOSED => {
-                    if !threads.iter().all(|t| t.is_finished()) {
+                    if finished < self.threads {
                         result = Err(lost("the master closed the connection before the run ended".into()));
                     }
                     break;
@@ -221,6 +224,9 @@ impl PollingProcess<'_> {
                     break;
                 }
             };
+            if matches!(frame, MasterFrame::Peer { message: PeerMsg::Finish, .. }) {
+                finished += 1;
+            }
             if let Err(e) = self.handle(frame, &router, &shared, frames) {
                 result = Err(e);
                 break;
@@ -269,13 +275,14 @@ const CLOSED: &str = "closed";
 
 /// The next frame from the master, waiting at most `silence`.
 fn next_frame(stream: &TcpStream, decoder: &mut FrameDecoder, silence: Duration) -> Result<MasterFrame, RemoteError> {
-    let mut buf = [0u8; 64 * 1024];
     loop {
         match decoder.decode::<MasterFrame>() {
             Ok(Some(f)) => return Ok(f),
             Ok(None) => {}
             Err(e) => return Err(RemoteError::Lost(format!("the master sent a bad frame: {e}"))),
         }
+        // Only when the decoder holds no whole frame (not per frame: the buffer is not free to clear).
+        let mut buf = [0u8; 16 * 1024];
         match (&*stream).read(&mut buf) {
             Ok(0) => return Err(RemoteError::Lost(CLOSED.into())),
             Ok(n) => decoder.feed(&buf[..n]),
@@ -504,41 +511,28 @@ fn read_loop(
     let silence = Duration::from_millis(welcome.silence_ms.max(1));
     stream.set_read_timeout(Some(silence)).map_err(|e| RemoteError::Lost(e.to_string()))?;
     let mut finished = vec![false; inboxes.len()];
-    let mut buf = vec![0u8; 64 * 1024];
     loop {
-        loop {
-            match decoder.decode::<MasterFrame>() {
-                Ok(Some(MasterFrame::Message { thread, message })) => {
-                    let Some(inbox) = inboxes.get(thread as usize) else {
-                        return Err(RemoteError::Lost(format!(
-                            "the master wrote to thread {thread} of {}",
-                            inboxes.len()
-                        )));
-                    };
-                    if message == ToWorker::Finish {
-                        finished[thread as usize] = true;
-                    }
-                    let _ = inbox.send(message);
+        match next_frame(stream, decoder, silence) {
+            Ok(MasterFrame::Message { thread, message }) => {
+                let Some(inbox) = inboxes.get(thread as usize) else {
+                    return Err(RemoteError::Lost(format!("the master wrote to thread {thread} of {}", inboxes.len())));
+                };
+                if message == ToWorker::Finish {
+                    finished[thread as usize] = true;
                 }
-                Ok(Some(MasterFrame::Ping { seq })) => {
-                    let _ = frames.send(WorkerFrame::Pong { seq });
-                }
-                Ok(Some(other)) => return Err(unexpected(&other)),
-                Ok(None) => break,
-                Err(e) => return Err(RemoteError::Lost(format!("the master sent a bad frame: {e}"))),
+                let _ = inbox.send(message);
             }
-        }
-        match (&*stream).read(&mut buf) {
-            Ok(0) if finished.iter().all(|&f| f) => return Ok(()),
-            Ok(0) => return Err(RemoteError::Lost("the master closed the connection before the run ended".into())),
-            Ok(n) => decoder.feed(&buf[..n]),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                return Err(RemoteError::Lost(format!(
-                    "no word from the master for {:.0} s: it is gone or unreachable",
-                    silence.as_secs_f64()
-                )));
+            Ok(MasterFrame::Ping { seq }) => {
+                let _ = frames.send(WorkerFrame::Pong { seq });
             }
-            Err(e) => return Err(RemoteError::Lost(format!("the connection to the master failed: {e}"))),
+            Ok(other) => return Err(unexpected(&other)),
+            Err(RemoteError::Lost(e)) if e == CLOSED => {
+                return match finished.iter().all(|&f| f) {
+                    true => Ok(()),
+                    false => Err(RemoteError::Lost("the master closed the connection before the run ended".into())),
+                };
+            }
+            Err(e) => return Err(e),
         }
     }
 }
