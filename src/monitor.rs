@@ -176,16 +176,14 @@ impl Monitor {
             }
         }
         let line = || {
-            let mut s = format!(
-                "{}  {} nodes  {}/s  L {}  busy {}/{}  b {}",
-                duration(elapsed),
-                human(nodes as f64),
-                human(self.rate),
-                human(scheduler.queued() as f64),
-                scheduler.busy_workers(),
-                scheduler.workers(),
-                human(scheduler.budget().map_or(0, |b| b.base()) as f64)
-            );
+            let mut s = format!("{}  {} nodes  {}/s", duration(elapsed), human(nodes as f64), human(self.rate));
+            let (queued, busy, workers) =
+                (human(scheduler.queued() as f64), scheduler.busy_workers(), scheduler.workers());
+            s += &match scheduler.budget() {
+                Some(b) => format!("  L {queued}  busy {busy}/{workers}  b {}", human(b.base() as f64)),
+                // Random polling: no job list and no budget, the nodes wait on the workers' stacks.
+                None => format!("  stacks {queued}  busy {busy}/{workers}"),
+            };
             if let Some(r) = remaining {
                 let fraction = nodes as f64 / (nodes as f64 + r);
                 s += &format!("  ~{:.0}% of ~{}", 100.0 * fraction, human(nodes as f64 + r));

@@ -1,5 +1,5 @@
-//! SIGINT and SIGTERM: the first stops the run cleanly (the jobs out with workers are waited for);
-//! a second one exits at once.
+//! SIGINT and SIGTERM: the first stops the run cleanly (the jobs out with workers are waited for, or
+//! polling workers paused); a second one exits at once.
 
 use crate::run::Stopper;
 use bts_master::StopReason;
@@ -18,9 +18,7 @@ pub fn forward(stopper: Stopper) {
             for signal in signals.forever() {
                 seen += 1;
                 if seen == 1 {
-                    eprintln!(
-                        "bts: signal {signal}: stopping after the jobs out with workers (signal again to quit now)"
-                    );
+                    eprintln!("bts: signal {signal}: stopping once the workers hand their work back (signal again to quit now)");
                     stopper.stop(StopReason::Signal);
                 } else if seen == 2 {
                     eprintln!("bts: second signal: saving what is committed and quitting now");

@@ -96,7 +96,7 @@ impl Summary {
         let left = if self.queued > 0 { format!(", {} {unit} left", self.queued) } else { String::new() };
         format!(
             "bts: {}: {} nodes, {} leaves, max depth {}, {} outputs\n\
-             bts: {:.3} s, {:.3} M nodes/s, {} workers, {sharing}{left}\n",
+             bts: {:.3} s, {:.3} M nodes/s, {} worker{}, {sharing}{left}\n",
             self.outcome,
             t.nodes,
             opt(t.leaves),
@@ -105,6 +105,7 @@ impl Summary {
             self.elapsed_s,
             self.nodes_per_s / 1e6,
             self.workers,
+            if self.workers == 1 { "" } else { "s" },
         )
     }
 }
