@@ -2022,6 +2022,20 @@ fn coordinator_at_start() -> Coordinator {
     Coordinator::new(0, Totals::default(), None, jobs).distributed(Some(StartPlan::Nodes(vec![root])))
 }
 
+/// Two processes of one worker each joined, the second was lost, and the rollback is complete:
+/// the coordinator and the survivor.
+fn after_a_rollback() -> (Coordinator, u32) {
+    let mut c = coordinator_at_start();
+    let a = c.add_workers(1);
+    let b = c.add_workers(1);
+    drain(&mut c);
+    c.remove_workers(b, 1);
+    c.handle(PollReport::ResetDone { worker: a, epoch: 1 });
+    assert!(c.reset_complete().is_some());
+    drain(&mut c);
+    (c, a)
+}
+
 fn drain(c: &mut Coordinator) -> Vec<(u32, PeerMsg)> {
     std::iter::from_fn(|| c.poll_send()).collect()
 }
@@ -2070,14 +2084,7 @@ fn a_checkpoint_before_any_process_joins_keeps_the_tree() {
 /// (and every wave) would wait for them forever.
 #[test]
 fn resume_leaves_lost_workers_alone() {
-    let mut c = coordinator_at_start();
-    let a = c.add_workers(1);
-    let b = c.add_workers(1);
-    drain(&mut c);
-    c.remove_workers(b, 1);
-    c.handle(PollReport::ResetDone { worker: a, epoch: 1 });
-    assert!(c.reset_complete().is_some());
-    drain(&mut c);
+    let (mut c, a) = after_a_rollback();
     for number in 1..=2 {
         c.request_pause(PauseFor::Checkpoint);
         assert_eq!(drain(&mut c), vec![(a, PeerMsg::Pause { number })], "only the live worker pauses");
@@ -2143,14 +2150,7 @@ fn an_answer_to_an_earlier_reset_does_not_complete_a_rollback() {
 /// answer old requests with work their senders drop, and never share work with the others).
 #[test]
 fn joiners_after_a_rollback_are_told_the_epoch() {
-    let mut c = coordinator_at_start();
-    let a = c.add_workers(1);
-    let b = c.add_workers(1);
-    drain(&mut c);
-    c.remove_workers(b, 1);
-    c.handle(PollReport::ResetDone { worker: a, epoch: 1 });
-    assert!(c.reset_complete().is_some());
-    drain(&mut c);
+    let (mut c, _) = after_a_rollback();
     let n = c.add_workers(1);
     assert_eq!(to(n, &drain(&mut c)), vec![resume(Vec::new(), 1)]);
 }
