@@ -205,7 +205,7 @@ impl PollingProcess<'_> {
         let mut result = Ok(());
         let mut early = early.into_iter();
         // The master ends the run by telling every worker to finish, then hangs up.
-        let mut finished = 0;
+        let mut finished = std::collections::BTreeSet::new();
         loop {
             let next = match early.next() {
                 Some(f) => Ok(f),
@@ -214,7 +214,7 @@ impl PollingProcess<'_> {
             let frame = match next {
                 Ok(f) => f,
                 Err(RemoteError::Lost(e)) if e == CLOSED => {
-                    if finished < self.threads {
+                    if finished.len() < self.threads as usize {
                         result = Err(lost("the master closed the connection before the run ended".into()));
                     }
                     break;
@@ -224,8 +224,8 @@ impl PollingProcess<'_> {
                     break;
                 }
             };
-            if matches!(frame, MasterFrame::Peer { message: PeerMsg::Finish, .. }) {
-                finished += 1;
+            if let MasterFrame::Peer { worker, message: PeerMsg::Finish } = &frame {
+                finished.insert(*worker);
             }
             if let Err(e) = self.handle(frame, &router, &shared, frames) {
                 result = Err(e);
