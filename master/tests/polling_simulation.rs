@@ -2176,6 +2176,32 @@ fn waves_do_not_end_the_run_during_a_pause() {
     }
 }
 
+/// The node limit reached while a checkpoint pause is under way turns it into a stop, whether the
+/// nodes come in a progress report or with a worker's pause: workers waiting at the limit report
+/// nothing more, so a later check would never come.
+#[test]
+fn the_node_limit_reached_during_a_checkpoint_stops_the_run() {
+    for with_the_pause in [false, true] {
+        let root = encode(0, 0);
+        let jobs = vec![Pending { depth: 0, node: root.node.clone() }];
+        let plan = Some(StartPlan::Nodes(vec![root.clone()]));
+        let mut c = Coordinator::new(0, Totals::default(), Some(10), jobs).distributed(plan);
+        let a = c.add_workers(1);
+        drain(&mut c);
+        c.handle(visited(a, 4));
+        c.request_pause(PauseFor::Checkpoint);
+        assert_eq!(drain(&mut c), vec![(a, PeerMsg::Pause { number: 1 })]);
+        let progress = Progress { visited: 6, ..Progress::default() };
+        if with_the_pause {
+            c.handle(PollReport::Paused { worker: a, stack: vec![root.clone()], progress, sent: 0, received: 0 });
+        } else {
+            c.handle(PollReport::Progress { worker: a, progress });
+            c.handle(paused(a, vec![root.clone()], 0, 0));
+        }
+        assert_eq!(c.pause_complete(), Some(PauseFor::Stop(StopReason::NodeLimit)), "with the pause: {with_the_pause}");
+    }
+}
+
 /// A process that joins while a wave collects counts is not probed for it: the wave is given up,
 /// and the next ones end the run.
 #[test]
