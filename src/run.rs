@@ -270,19 +270,8 @@ impl Run {
             }
             None => None,
         };
-        let drive_options = DriveOptions {
-            deadline: options.time_limit.map(|t| started + t),
-            stop_file: options.stop_file.clone(),
-            checkpoint_every: options.checkpoint_every.filter(|_| options.checkpoint.is_some()),
-            workers_may_join: server.is_some(),
-            tick: options.monitor.is_active().then_some(TICK),
-        };
-        let saver = Checkpointer { tree: &tree, options: &options, before, started };
-        let monitor = match options.monitor.is_active() {
-            true => Some(Monitor::new(&options.monitor, &searcher, before.0).map_err(RunError::History)?),
-            false => None,
-        };
-        let mut hooks = Hooks { saver, monitor };
+        let drive_options = drive_options(&options, started, server.is_some());
+        let mut hooks = Hooks::new(&tree, &options, &searcher, before, started)?;
         // A first checkpoint at once: the path is checked, and a crash from now on loses nothing.
         if let Some(path) = &options.checkpoint {
             hooks.saver.checkpoint(&scheduler).map_err(|source| RunError::Checkpoint { path: path.clone(), source })?;
@@ -393,19 +382,8 @@ impl Run {
                 peer_server = Some(crate::remote::serve_peers(listen, Arc::clone(router))?);
             }
         }
-        let drive_options = DriveOptions {
-            deadline: options.time_limit.map(|t| started + t),
-            stop_file: options.stop_file.clone(),
-            checkpoint_every: options.checkpoint_every.filter(|_| options.checkpoint.is_some()),
-            workers_may_join: distributed,
-            tick: options.monitor.is_active().then_some(TICK),
-        };
-        let saver = Checkpointer { tree: &tree, options: &options, before, started };
-        let monitor = match options.monitor.is_active() {
-            true => Some(Monitor::new(&options.monitor, &searcher, before.0).map_err(RunError::History)?),
-            false => None,
-        };
-        let mut hooks = Hooks { saver, monitor };
+        let drive_options = drive_options(&options, started, distributed);
+        let mut hooks = Hooks::new(&tree, &options, &searcher, before, started)?;
         if let Some(path) = &options.checkpoint {
             // The first checkpoint holds what the run starts from: the root, or the resumed nodes.
             hooks
@@ -461,10 +439,37 @@ fn deal_start(nodes: &[Returned], local: u32, fresh: bool, selective: bool) -> V
         .collect()
 }
 
+/// The driver's deadlines and timers, from the run's options.
+fn drive_options(options: &RunOptions, started: Instant, workers_may_join: bool) -> DriveOptions {
+    DriveOptions {
+        deadline: options.time_limit.map(|t| started + t),
+        stop_file: options.stop_file.clone(),
+        checkpoint_every: options.checkpoint_every.filter(|_| options.checkpoint.is_some()),
+        workers_may_join,
+        tick: options.monitor.is_active().then_some(TICK),
+    }
+}
+
 /// What the driver calls back: the checkpoints and the monitor.
 struct Hooks<'a> {
     saver: Checkpointer<'a>,
     monitor: Option<Monitor>,
+}
+
+impl<'a> Hooks<'a> {
+    fn new(
+        tree: &'a TreeSpec,
+        options: &'a RunOptions,
+        searcher: &Arc<dyn Searcher>,
+        before: (f64, u32),
+        started: Instant,
+    ) -> Result<Self, RunError> {
+        let monitor = match options.monitor.is_active() {
+            true => Some(Monitor::new(&options.monitor, searcher, before.0).map_err(RunError::History)?),
+            false => None,
+        };
+        Ok(Hooks { saver: Checkpointer { tree, options, before, started }, monitor })
+    }
 }
 
 impl Observer for Hooks<'_> {

@@ -165,27 +165,10 @@ fn kill_9_at_any_moment_loses_and_repeats_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (ck, out) = (dir.path().join("q.ckpt"), dir.path().join("q.txt"));
     let (ck_s, out_s) = (ck.to_str().unwrap(), out.to_str().unwrap());
-    let mut kills = 0;
-    let mut delay_ms = 100;
-    let last = loop {
-        let mut command = bts_command();
-        if kills == 0 {
-            command.args(["run", "--workers", "1", "--checkpoint", ck_s, "--checkpoint-every", "0.05"]);
-            command.args(["--output", out_s, "queens", "--n", "14"]);
-        } else {
-            command.args(["resume", ck_s, "--workers", "1", "--summary-json", "-"]);
-        }
-        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        if child.try_wait().unwrap().is_some() {
-            break child.wait_with_output().unwrap();
-        }
-        signal(&child, "-KILL");
-        child.wait().unwrap();
-        kills += 1;
-        delay_ms += 40;
-        assert!(kills < 40, "the run never finished");
-    };
+    let run = ["run", "--workers", "1", "--checkpoint", ck_s, "--checkpoint-every", "0.05", "--output", out_s];
+    let run = [&run[..], &["queens", "--n", "14"]].concat();
+    let resume = ["resume", ck_s, "--workers", "1", "--summary-json", "-"];
+    let (last, kills) = kill_9_until_done(&run, &resume, 100, 40);
     assert!(kills >= 2, "only {kills} kills: the run was too quick to test anything");
     assert_eq!(last.status.code(), Some(0));
     let s = summary(&last);

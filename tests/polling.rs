@@ -184,37 +184,9 @@ fn kill_9_of_a_polling_run_loses_and_repeats_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (ck, out) = (dir.path().join("k.ckpt"), dir.path().join("k.txt"));
     let (ck_s, out_s) = (ck.to_str().unwrap(), out.to_str().unwrap());
-    let mut kills = 0;
-    let mut delay_ms = 150;
-    let last = loop {
-        let mut command = bts_command();
-        if kills == 0 {
-            command.args([
-                "run",
-                "--mode",
-                "polling",
-                "--workers",
-                "2",
-                "--checkpoint",
-                ck_s,
-                "--checkpoint-every",
-                "0.05",
-            ]);
-            command.args(["--output", out_s, "queens", "--n", "14"]);
-        } else {
-            command.args(["resume", ck_s, "--summary-json", "-"]);
-        }
-        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        if child.try_wait().unwrap().is_some() {
-            break child.wait_with_output().unwrap();
-        }
-        signal(&child, "-KILL");
-        child.wait().unwrap();
-        kills += 1;
-        delay_ms += 60;
-        assert!(kills < 40, "the run never finished");
-    };
+    let run = ["run", "--mode", "polling", "--workers", "2", "--checkpoint", ck_s, "--checkpoint-every", "0.05"];
+    let run = [&run[..], &["--output", out_s, "queens", "--n", "14"]].concat();
+    let (last, kills) = kill_9_until_done(&run, &["resume", ck_s, "--summary-json", "-"], 150, 60);
     assert!(kills >= 1, "the run was too quick to be killed");
     assert_eq!(last.status.code(), Some(0));
     assert_eq!(summary(&last)["outputs"], 365_596);

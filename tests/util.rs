@@ -1,7 +1,7 @@
 //! Running the `bts` binary in tests.
 
 use serde_json::Value;
-use std::process::{Child, Command, ExitStatus, Output};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub fn bts_command() -> Command {
@@ -52,4 +52,23 @@ pub fn assert_records_once(path: &std::path::Path, expected: usize) {
     lines.sort_unstable();
     lines.dedup();
     assert_eq!(lines.len(), expected, "a record written twice in {}", path.display());
+}
+
+/// Runs `run`, then `resume` until one finishes, killing each with SIGKILL after a delay that
+/// starts at `delay_ms` and grows by `step_ms`: the last run's output and the number of kills.
+pub fn kill_9_until_done(run: &[&str], resume: &[&str], mut delay_ms: u64, step_ms: u64) -> (Output, u32) {
+    let mut kills = 0;
+    loop {
+        let args = if kills == 0 { run } else { resume };
+        let mut child = bts_command().args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        if child.try_wait().unwrap().is_some() {
+            return (child.wait_with_output().unwrap(), kills);
+        }
+        signal(&child, "-KILL");
+        child.wait().unwrap();
+        kills += 1;
+        delay_ms += step_ms;
+        assert!(kills < 40, "the run never finished");
+    }
 }

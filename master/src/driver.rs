@@ -171,6 +171,19 @@ struct Timers {
     stop_file: Option<Instant>,
 }
 
+/// The next event, waiting at most until `wake` (`None`: the time came first).
+fn next_event(events: &Receiver<Event>, wake: Option<Instant>, now: Instant) -> io::Result<Option<Event>> {
+    let closed = || io::Error::other("every event source closed");
+    match wake {
+        Some(at) => match events.recv_timeout(at.saturating_duration_since(now)) {
+            Ok(e) => Ok(Some(e)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(closed()),
+        },
+        None => events.recv().map(Some).map_err(|_| closed()),
+    }
+}
+
 /// Runs the scheduler until the run ends, then takes the final checkpoint. Returns how the run
 /// ended; with [`Event::Abort`] that is before the jobs out with workers came back.
 pub fn drive(
@@ -237,14 +250,7 @@ pub fn drive(
         }
 
         let wake = [options.deadline, timers.tick, timers.checkpoint, timers.stop_file].into_iter().flatten().min();
-        let event = match wake {
-            Some(at) => match events.recv_timeout(at.saturating_duration_since(now)) {
-                Ok(e) => e,
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return Err(io::Error::other("every event source closed")),
-            },
-            None => events.recv().map_err(|_| io::Error::other("every event source closed"))?,
-        };
+        let Some(event) = next_event(events, wake, now)? else { continue };
         match event {
             Event::Joined { worker, threads, link } => {
                 had_workers = true;
@@ -423,14 +429,7 @@ pub fn drive_polling(
 
         let wake =
             [options.deadline, timers.tick, timers.checkpoint, timers.stop_file, next_wave].into_iter().flatten().min();
-        let event = match wake {
-            Some(at) => match events.recv_timeout(at.saturating_duration_since(now)) {
-                Ok(e) => e,
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return Err(io::Error::other("every event source closed")),
-            },
-            None => events.recv().map_err(|_| io::Error::other("every event source closed"))?,
-        };
+        let Some(event) = next_event(events, wake, now)? else { continue };
         match event {
             Event::Poll(report) => coordinator.handle(report),
             Event::Stop(reason) => coordinator.request_pause(PauseFor::Stop(reason)),
