@@ -2,10 +2,8 @@
 
 use super::args::EstimateArgs;
 use super::split::split;
-use super::{CliError, Exit, print_clap};
+use super::{CliError, Exit, build_tree, print_clap};
 use crate::Registry;
-use crate::registry::BuildError;
-use bts_protocol::TreeSpec;
 use bts_worker::RunnerSettings;
 use bts_worker::estimate::{Estimate, SplitMix64, probe};
 use clap::{CommandFactory, FromArgMatches};
@@ -23,20 +21,8 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             Err(e) => return print_clap(e),
         };
     crate::logging::init(args.verbose, args.quiet);
-    let Some(name) = parts.tree else {
-        return Err(CliError::usage(format!(
-            "no tree given: bts estimate [--probes K] <TREE>; trees: {}",
-            registry.names().join(", ")
-        )));
-    };
-    let spec = TreeSpec::new(name, parts.tree_args);
-    let searcher = match registry.build(&spec) {
-        Ok(s) => s,
-        Err(BuildError::Help(text)) => {
-            print!("{text}");
-            return Ok(Exit::Complete);
-        }
-        Err(e) => return Err(CliError::usage(e)),
+    let Some((spec, searcher)) = build_tree(registry, parts, "bts estimate [--probes K] <TREE>")? else {
+        return Ok(Exit::Complete);
     };
     let root = searcher.root().map_err(CliError::failure)?;
     let threads =

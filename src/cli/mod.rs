@@ -9,9 +9,13 @@ mod split;
 mod worker;
 
 use crate::Registry;
+use crate::registry::BuildError;
+use bts_protocol::TreeSpec;
+use bts_worker::Searcher;
 use clap::Parser;
 use std::ffi::OsString;
 use std::fmt;
+use std::sync::Arc;
 
 pub use args::RunArgs;
 
@@ -85,6 +89,26 @@ fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Res
             print!("{}", registry.describe());
             Ok(Exit::Complete)
         }
+    }
+}
+
+/// A tree named on the command line and its searcher; `None` when its help was asked for instead.
+type Built = Option<(TreeSpec, Arc<dyn Searcher>)>;
+
+/// The tree named on the command line, built, or its help printed. `synopsis` shows the command's
+/// form when no tree is named.
+pub(crate) fn build_tree(registry: &Registry, parts: split::Split, synopsis: &str) -> Result<Built, CliError> {
+    let Some(name) = parts.tree else {
+        return Err(CliError::usage(format!("no tree given: {synopsis}; trees: {}", registry.names().join(", "))));
+    };
+    let spec = TreeSpec::new(name, parts.tree_args);
+    match registry.build(&spec) {
+        Ok(searcher) => Ok(Some((spec, searcher))),
+        Err(BuildError::Help(text)) => {
+            print!("{text}");
+            Ok(None)
+        }
+        Err(e) => Err(CliError::usage(e)),
     }
 }
 

@@ -3,12 +3,10 @@
 use super::args::{Mode, OrderArg, Progress, RunArgs, SplitArg, StartArg};
 use super::split::split;
 use super::worker::read_token;
-use super::{CliError, Exit, print_clap};
-use crate::registry::BuildError;
+use super::{CliError, Exit, build_tree, print_clap};
 use crate::{ListenOptions, MonitorOptions, PollingStart, ProgressMode, Registry, Run, RunMode, RunOptions, SplitRule};
 use bts_checkpoints::{Checkpoint, StoredMode};
 use bts_master::{BudgetConfig, Discard, Order, Outcome, Output, Plain, SchedulerConfig, StopReason};
-use bts_protocol::TreeSpec;
 use bts_worker::remote::{MasterAddress, RemoteOptions};
 use clap::{CommandFactory, FromArgMatches};
 use std::fs::{File, OpenOptions};
@@ -29,20 +27,8 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             return rendezvous_worker(registry, &args, file, rank);
         }
     }
-    let Some(tree_name) = parts.tree else {
-        return Err(CliError::usage(format!(
-            "no tree given: bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]; trees: {}",
-            registry.names().join(", ")
-        )));
-    };
-    let spec = TreeSpec::new(tree_name, parts.tree_args);
-    let searcher = match registry.build(&spec) {
-        Ok(s) => s,
-        Err(BuildError::Help(text)) => {
-            print!("{text}");
-            return Ok(Exit::Complete);
-        }
-        Err(e) => return Err(CliError::usage(e)),
+    let Some((spec, searcher)) = build_tree(registry, parts, "bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]")? else {
+        return Ok(Exit::Complete);
     };
     if args.stopping.checkpoint_every.is_some() && args.stopping.checkpoint.is_none() {
         return Err(CliError::usage("--checkpoint-every needs --checkpoint FILE"));
