@@ -109,29 +109,9 @@ pub fn search<T: Tree + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{Explicit, random_tree};
     use proptest::prelude::*;
     use std::collections::VecDeque;
-    use std::fmt::Write;
-
-    /// A tree given by explicit child lists; node ids are indices, output records are the ids.
-    struct Explicit {
-        children: Vec<Vec<u32>>,
-    }
-
-    impl Tree for Explicit {
-        type Node = u32;
-        type Children<'a> = std::iter::Copied<std::slice::Iter<'a, u32>>;
-        fn root(&self) -> u32 {
-            0
-        }
-        fn children<'a>(&'a self, node: &u32, _depth: u32) -> Self::Children<'a> {
-            self.children[*node as usize].iter().copied()
-        }
-        fn output(&self, node: &u32, _depth: u32, out: &mut String) -> bool {
-            write!(out, "{node}").unwrap();
-            true
-        }
-    }
 
     /// 0 ─┬─ 1 ─┬─ 2 ─┬─ 3
     ///    │     │     └─ 4
@@ -146,7 +126,7 @@ mod tests {
         children[2] = vec![3, 4];
         children[6] = vec![7];
         children[7] = vec![8, 9];
-        Explicit { children }
+        Explicit(children)
     }
 
     /// Runs one job and returns (visited ids in order, returned (id, depth) in order, stats).
@@ -226,26 +206,16 @@ mod tests {
     fn deep_chains_do_not_overflow_the_stack() {
         let n = 200_000u32;
         let children = (0..n).map(|i| if i + 1 < n { vec![i + 1] } else { vec![] }).collect();
-        let tree = Explicit { children };
+        let tree = Explicit(children);
         let mut out = String::new();
         let stats = search(&tree, 0, 0, Limits::UNLIMITED, &mut out, &mut |_, _| panic!("nothing returned"));
         assert_eq!((stats.visited, stats.leaves, stats.max_depth), (n as u64, 1, n - 1));
     }
 
-    /// A random tree: node i > 0 hangs below a random earlier node; children in id order.
-    fn random_tree(parents: &[usize]) -> Explicit {
-        let mut children = vec![Vec::new(); parents.len() + 1];
-        for (i, &p) in parents.iter().enumerate() {
-            let child = i + 1;
-            children[p % child].push(child as u32);
-        }
-        Explicit { children }
-    }
-
     fn depths(tree: &Explicit) -> Vec<u32> {
-        let mut depth = vec![0; tree.children.len()];
-        for v in 0..tree.children.len() {
-            for &c in &tree.children[v] {
+        let mut depth = vec![0; tree.0.len()];
+        for v in 0..tree.0.len() {
+            for &c in &tree.0[v] {
                 depth[c as usize] = depth[v] + 1;
             }
         }
@@ -265,7 +235,7 @@ mod tests {
             let tree = random_tree(&parents);
             let depth = depths(&tree);
             let mut list = VecDeque::from([(0u32, 0u32)]);
-            let mut seen = vec![0u32; tree.children.len()];
+            let mut seen = vec![0u32; tree.0.len()];
             let (mut leaves, mut max_depth, mut jobs) = (0, 0, 0usize);
             while !list.is_empty() {
                 let pick = picks[jobs % picks.len()] % list.len();
@@ -288,7 +258,7 @@ mod tests {
                 jobs += 1;
             }
             prop_assert!(seen.iter().all(|&c| c == 1), "visit counts {:?}", seen);
-            let true_leaves = tree.children.iter().filter(|c| c.is_empty()).count() as u64;
+            let true_leaves = tree.0.iter().filter(|c| c.is_empty()).count() as u64;
             prop_assert_eq!(leaves, true_leaves);
             prop_assert_eq!(max_depth, *depth.iter().max().unwrap());
         }

@@ -101,21 +101,8 @@ impl Estimate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{RunnerSettings, Searcher, Tree, TreeSearcher};
-
-    /// A tree by explicit child lists.
-    struct Explicit(Vec<Vec<u32>>);
-
-    impl Tree for Explicit {
-        type Node = u32;
-        type Children<'a> = std::iter::Copied<std::slice::Iter<'a, u32>>;
-        fn root(&self) -> u32 {
-            0
-        }
-        fn children<'a>(&'a self, node: &u32, _depth: u32) -> Self::Children<'a> {
-            self.0[*node as usize].iter().copied()
-        }
-    }
+    use crate::testing::Explicit;
+    use crate::{RunnerSettings, Searcher, TreeSearcher};
 
     /// 0 ─┬─ 1 ─┬─ 2
     ///    │     └─ 3 ─── 4

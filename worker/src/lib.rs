@@ -10,6 +10,8 @@ pub mod peers;
 pub mod polling;
 pub mod remote;
 mod stack;
+#[cfg(test)]
+mod testing;
 mod tree;
 mod unwind;
 

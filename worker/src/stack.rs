@@ -170,33 +170,8 @@ impl<T: Tree> StackWorker for TreeStack<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{Explicit, random_tree};
     use proptest::prelude::*;
-
-    /// Node i > 0 hangs below a random earlier node; children in id order; every node a record.
-    struct Explicit(Vec<Vec<u32>>);
-
-    impl Tree for Explicit {
-        type Node = u32;
-        type Children<'a> = std::iter::Copied<std::slice::Iter<'a, u32>>;
-        fn root(&self) -> u32 {
-            0
-        }
-        fn children<'a>(&'a self, node: &u32, _depth: u32) -> Self::Children<'a> {
-            self.0[*node as usize].iter().copied()
-        }
-        fn output(&self, node: &u32, _depth: u32, out: &mut String) -> bool {
-            out.push_str(&node.to_string());
-            true
-        }
-    }
-
-    fn random_tree(parents: &[usize]) -> Explicit {
-        let mut children = vec![Vec::new(); parents.len() + 1];
-        for (i, &p) in parents.iter().enumerate() {
-            children[p % (i + 1)].push(i as u32 + 1);
-        }
-        Explicit(children)
-    }
 
     fn root() -> Vec<Returned> {
         vec![Returned { depth: 0, node: postcard::to_extend(&0u32, NodeBytes::new()).unwrap() }]
