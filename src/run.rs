@@ -21,7 +21,7 @@ use bts_checkpoints::{Checkpoint, StoredMode, StoredOptions};
 use bts_master::polling::{Coordinator, StartPlan};
 use bts_master::{
     BudgetState, DriveOptions, Event, Observer, Outcome, Output, Pending, Plain, PollingRoutes, RunView, Scheduler,
-    SchedulerConfig, StopReason, Totals, drive, drive_polling,
+    SchedulerConfig, StopReason, Totals, deal, drive, drive_polling,
 };
 use bts_protocol::Returned;
 use bts_protocol::polling::{Counts, PeerMsg, SplitRule};
@@ -320,7 +320,7 @@ impl Run {
         // What the run starts from: the root, or the nodes a checkpoint saved.
         let (totals, before, nodes, fresh) = match resume {
             Some(ck) => {
-                let nodes = ck.jobs.into_iter().map(|p| Returned { depth: p.depth, node: p.node }).collect();
+                let nodes = ck.jobs.into_iter().map(Returned::from).collect();
                 (ck.totals, (ck.elapsed_s, ck.segments), nodes, false)
             }
             None => {
@@ -328,8 +328,7 @@ impl Run {
                 (Totals::default(), (0.0, 0), vec![root], true)
             }
         };
-        let initial_jobs: Vec<Pending> =
-            nodes.iter().map(|r| Pending { depth: r.depth, node: r.node.clone() }).collect();
+        let initial_jobs: Vec<Pending> = nodes.iter().cloned().map(Pending::from).collect();
         // Selective starts visit nodes before the node limit is in force: with one, start plainly.
         let selective = fresh && start == PollingStart::Selective && options.scheduler.node_limit.is_none();
         let distributed = options.listen.is_some();
@@ -430,13 +429,11 @@ impl Run {
 /// How `local` polling workers start from `nodes`: the root shared selectively or given to worker 0,
 /// or a checkpoint's nodes dealt out in turn.
 fn deal_start(nodes: &[Returned], local: u32, fresh: bool, selective: bool) -> Vec<Start> {
-    (0..local as usize)
-        .map(|me| match (fresh, selective) {
-            (true, true) => Start::Selective { root: nodes[0].clone(), of: local },
-            (true, false) => Start::Plain(nodes[0].clone()),
-            (false, _) => Start::Nodes(nodes.iter().skip(me).step_by(local as usize).cloned().collect()),
-        })
-        .collect()
+    match (fresh, selective) {
+        (true, true) => (0..local).map(|_| Start::Selective { root: nodes[0].clone(), of: local }).collect(),
+        (true, false) => (0..local).map(|_| Start::Plain(nodes[0].clone())).collect(),
+        (false, _) => deal(nodes.iter().cloned(), local as usize).into_iter().map(Start::Nodes).collect(),
+    }
 }
 
 /// The driver's deadlines and timers, from the run's options.

@@ -1,6 +1,6 @@
 //! The job list L: nodes waiting to be searched.
 
-use bts_protocol::NodeBytes;
+use bts_protocol::{NodeBytes, Returned};
 use std::collections::VecDeque;
 
 /// Which job the master hands out next.
@@ -18,6 +18,30 @@ pub enum Order {
 pub struct Pending {
     pub depth: u32,
     pub node: NodeBytes,
+}
+
+impl From<Returned> for Pending {
+    fn from(r: Returned) -> Self {
+        Pending { depth: r.depth, node: r.node }
+    }
+}
+
+impl From<Pending> for Returned {
+    fn from(p: Pending) -> Self {
+        Returned { depth: p.depth, node: p.node }
+    }
+}
+
+/// `nodes` dealt out in turn into `parts` parts: node i goes to part i mod `parts` (no parts, and
+/// nothing dealt, when `parts` is 0).
+pub fn deal<T>(nodes: impl IntoIterator<Item = T>, parts: usize) -> Vec<Vec<T>> {
+    let mut dealt: Vec<Vec<T>> = (0..parts).map(|_| Vec::new()).collect();
+    if parts > 0 {
+        for (i, n) in nodes.into_iter().enumerate() {
+            dealt[i % parts].push(n);
+        }
+    }
+    dealt
 }
 
 /// The job list. Nodes arrive in the order a sequential depth-first search would visit them; with

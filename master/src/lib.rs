@@ -13,6 +13,6 @@ pub use budget::{Assignment, BudgetConfig, BudgetController, BudgetState, CostMo
 pub use driver::{
     Discard, DriveOptions, Event, Link, Observer, Output, Plain, PollingRoutes, ProcessLink, drive, drive_polling,
 };
-pub use joblist::{JobList, Order, Pending};
+pub use joblist::{JobList, Order, Pending, deal};
 pub use scheduler::{Outcome, Scheduler, SchedulerConfig, StopReason, Totals, Violation, WorkerId};
 pub use view::RunView;

@@ -28,6 +28,7 @@
 //! (the driver cuts the output back to the snapshot's length) and hands the snapshot's nodes out
 //! again. Only the work since the last snapshot is done twice, and it is counted once.
 
+use crate::joblist::deal;
 use crate::scheduler::{Outcome, StopReason, Totals};
 use crate::view::RunView;
 use crate::{BudgetController, Order, Pending};
@@ -210,11 +211,7 @@ impl Coordinator {
                 }
             }
             StartPlan::Nodes(nodes) => {
-                let mut parts: Vec<Vec<Returned>> = vec![Vec::new(); count as usize];
-                for (i, n) in nodes.into_iter().enumerate() {
-                    parts[i % count as usize].push(n);
-                }
-                for (i, part) in parts.into_iter().enumerate() {
+                for (i, part) in deal(nodes, count as usize).into_iter().enumerate() {
                     self.order(first + i as u32, PeerMsg::Resume { nodes: part, epoch: self.epoch });
                 }
             }
@@ -278,16 +275,12 @@ impl Coordinator {
         let reset = self.reset.take().expect("checked");
         self.totals = self.last.totals.clone();
         self.output.clear();
-        let nodes: Vec<Returned> =
-            self.last.jobs.iter().map(|p| Returned { depth: p.depth, node: p.node.clone() }).collect();
+        let nodes: Vec<Returned> = self.last.jobs.iter().cloned().map(Returned::from).collect();
         let live: Vec<u32> = (0..self.slots.len() as u32).filter(|&w| self.slots[w as usize].live()).collect();
         if live.is_empty() {
             self.start = Some(StartPlan::Nodes(nodes));
         } else {
-            let mut parts: Vec<Vec<Returned>> = vec![Vec::new(); live.len()];
-            for (i, n) in nodes.into_iter().enumerate() {
-                parts[i % live.len()].push(n);
-            }
+            let parts = deal(nodes, live.len());
             for (w, part) in live.into_iter().zip(parts) {
                 self.order(w, PeerMsg::Resume { nodes: part, epoch: self.epoch });
             }
@@ -430,7 +423,7 @@ impl Coordinator {
         if sent != received {
             return None;
         }
-        let pending = |r: &Returned| Pending { depth: r.depth, node: r.node.clone() };
+        let pending = |r: &Returned| Pending::from(r.clone());
         let mut jobs = Vec::new();
         for slot in self.slots.iter().filter(|s| s.live()) {
             if let State::Paused { stack, .. } = &slot.state {
@@ -481,9 +474,9 @@ impl Coordinator {
     /// Starts a termination wave, when one is due: not during a pause, a rollback or the end, and
     /// not while the previous wave is still collecting. Returns its number.
     pub fn start_wave(&mut self) -> Option<u64> {
-        let idle = self.pause.is_none() && self.reset.is_none() && self.ending.is_none() && self.start.is_none();
+        let due = self.waves_count();
         let waves = self.waves.as_mut()?;
-        if !idle || waves.current.is_some() {
+        if !due || waves.current.is_some() {
             return None;
         }
         waves.number += 1;
@@ -493,7 +486,7 @@ impl Coordinator {
 
     /// Counts for wave `wave`. When every live worker has answered, two agreeing waves end the run.
     pub fn wave_counts(&mut self, wave: u64, counts: Vec<Counts>) {
-        if self.pause.is_some() || self.reset.is_some() || self.ending.is_some() || self.start.is_some() {
+        if !self.waves_count() {
             return;
         }
         let live: BTreeSet<u32> =
@@ -521,6 +514,12 @@ impl Coordinator {
         if done {
             self.finish(Outcome::Complete);
         }
+    }
+
+    /// Whether workers' counts can tell the end of the run: not during a pause or a rollback (the
+    /// coordinator holds nodes), at the end, or before any worker has the start.
+    fn waves_count(&self) -> bool {
+        self.pause.is_none() && self.reset.is_none() && self.ending.is_none() && self.start.is_none()
     }
 
     /// Forgets the wave under way and the last one: they no longer describe the run.

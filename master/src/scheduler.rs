@@ -373,13 +373,7 @@ impl Scheduler {
             self.output.extend_from_slice(&output[output_at..end]);
             t.output_bytes += r.output_bytes;
             output_at = end;
-            self.list.extend_dfs(
-                returned
-                    .by_ref()
-                    .take(r.returned as usize)
-                    .map(|n| Pending { depth: n.depth, node: n.node })
-                    .collect::<Vec<_>>(),
-            );
+            self.list.extend_dfs(returned.by_ref().take(r.returned as usize).map(Pending::from).collect::<Vec<_>>());
             self.budget.observe(r.visited, r.elapsed_ns);
             if self.config.record_job_sizes {
                 self.job_sizes.push(r.visited);

@@ -546,11 +546,7 @@ impl Worker<'_> {
                     return None;
                 }
                 Ok(PeerMsg::Resume { nodes, epoch }) => {
-                    self.enter(epoch);
-                    self.resumed = true;
-                    let begun = self.push(nodes);
-                    self.started(begun);
-                    self.obeyed();
+                    self.resume(nodes, epoch);
                     return None;
                 }
                 Ok(PeerMsg::Finish) => return Some(Stop::Finish),
@@ -583,13 +579,8 @@ impl Worker<'_> {
                     }
                 }
                 Ok(PeerMsg::Resume { mut nodes, epoch }) => {
-                    self.enter(epoch);
-                    self.last_report = Instant::now();
-                    self.resumed = true;
                     nodes.append(&mut kept);
-                    let begun = self.push(nodes);
-                    self.started(begun);
-                    self.obeyed();
+                    self.resume(nodes, epoch);
                     return None;
                 }
                 Ok(PeerMsg::Reset { epoch }) => return self.reset(epoch),
@@ -598,6 +589,16 @@ impl Worker<'_> {
                 Err(_) => return Some(Stop::Gone),
             }
         }
+    }
+
+    /// Obeys the coordinator's `Resume`: carries on in `epoch` with `nodes`.
+    fn resume(&mut self, nodes: Vec<Returned>, epoch: u32) {
+        self.enter(epoch);
+        self.last_report = Instant::now();
+        self.resumed = true;
+        let begun = self.push(nodes);
+        self.started(begun);
+        self.obeyed();
     }
 
     /// Moves to `epoch` (a worker that joins after a rollback, or a reset): counts start again.
