@@ -2,14 +2,14 @@
 
 use crate::RunError;
 use crate::run::ListenOptions;
+use bts_checkpoints::write_atomically;
 use bts_master::Event;
 use bts_master::net::{NetConfig, Server};
 use bts_protocol::{TreeSpec, Welcome, WireMode};
 use bts_worker::RunnerSettings;
 use bts_worker::peers::{PeerServer, Router};
-use std::io::Write;
+use bts_worker::remote::{ADDRESS_FILE_FINISHED, address_file_text};
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
@@ -28,7 +28,7 @@ impl Listening {
         self.server.finish(Duration::from_secs(5));
         match self.address_file {
             Some(f) if self.rendezvous => {
-                if let Err(e) = write_atomically(&f, "finished\n", true) {
+                if let Err(e) = write_atomically(&f, ADDRESS_FILE_FINISHED.as_bytes(), true) {
                     tracing::warn!("cannot mark the rendezvous file {} finished: {e}", f.display());
                 }
             }
@@ -92,7 +92,7 @@ pub fn serve(
     tracing::info!("listening for remote workers on {bound} (advertised as {advertised})");
     if let Some(file) = &listen.address_file {
         let token = listen.token_in_address_file.then_some(listen.token.as_slice());
-        write_address_file(file, &advertised, token)
+        write_atomically(file, address_file_text(&advertised, token).as_bytes(), token.is_some())
             .map_err(|e| RunError::Setup(format!("cannot write the address file {}: {e}", file.display())))?;
     }
     Ok(Listening { server, address_file: listen.address_file.clone(), rendezvous: listen.rendezvous })
@@ -128,34 +128,4 @@ fn host_name() -> String {
         Ok(name) if ok && !name.is_empty() => name.to_string(),
         _ => "localhost".to_string(),
     }
-}
-
-/// Writes `address` (and `token <hex>` on a second line), readable by the owner only when it holds
-/// the token.
-fn write_address_file(path: &Path, address: &str, token: Option<&[u8]>) -> std::io::Result<()> {
-    let mut text = format!("{address}\n");
-    if let Some(t) = token {
-        text += &format!("token {}\n", hex(t));
-    }
-    write_atomically(path, &text, token.is_some())
-}
-
-/// Replaces `path` with `text` in one step (a reader sees the old or the new file, never half).
-fn write_atomically(path: &Path, text: &str, private: bool) -> std::io::Result<()> {
-    let tmp =
-        path.with_file_name(format!(".{}.tmp", path.file_name().map_or("address".into(), |n| n.to_string_lossy())));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    if private {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut f = options.open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

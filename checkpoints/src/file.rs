@@ -9,11 +9,22 @@ use std::path::{Path, PathBuf};
 /// which is synced, renamed over `path`, and the folder synced. A crash at any moment leaves either
 /// the previous checkpoint or the new one, both complete.
 pub fn write(path: &Path, checkpoint: &Checkpoint) -> io::Result<()> {
-    let bytes = encode(checkpoint);
+    write_atomically(path, &encode(checkpoint), false)
+}
+
+/// Replaces `path` with `bytes` as [`write`] does; `private` makes the file readable by its owner
+/// only (it holds a secret).
+pub fn write_atomically(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> {
     let tmp = temporary_path(path);
     let result = (|| {
-        let mut file = File::create(&tmp)?;
-        file.write_all(&bytes)?;
+        let mut options = fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        if private {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let mut file = options.open(&tmp)?;
+        file.write_all(bytes)?;
         file.sync_all()?;
         drop(file);
         fs::rename(&tmp, path)?;
@@ -32,7 +43,7 @@ pub fn load(path: &Path) -> Result<Checkpoint, LoadError> {
 }
 
 fn temporary_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "checkpoint".into());
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".into());
     path.with_file_name(format!(".{name}.tmp"))
 }
 

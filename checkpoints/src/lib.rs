@@ -20,7 +20,7 @@
 mod file;
 mod format;
 
-pub use file::{load, write};
+pub use file::{load, write, write_atomically};
 pub use format::{CURRENT_VERSION, LoadError, MAGIC, decode, encode};
 
 use bts_master::{BudgetConfig, BudgetState, Order, Pending, Totals};

@@ -8,9 +8,9 @@
 
 use crate::driver::{Event, Link, ProcessLink};
 use crate::scheduler::WorkerId;
-use bts_protocol::codec::{FrameDecoder, encode_frame};
+use bts_protocol::codec::{FrameDecoder, encode_frame, write_frame};
 use bts_protocol::wire::WireMode;
-use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
+use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION, local_address};
 use bts_protocol::{MasterFrame, Preamble, ToWorker, Welcome, WorkerFrame, auth};
 use serde::de::DeserializeOwned;
 use std::io::{self, Read, Write};
@@ -78,7 +78,7 @@ impl Server {
     pub fn finish(mut self, grace: Duration) {
         self.stop.store(true, Ordering::SeqCst);
         // Wake the accept loop.
-        let _ = TcpStream::connect_timeout(&wake_address(self.addr), Duration::from_millis(200));
+        let _ = TcpStream::connect_timeout(&local_address(self.addr), Duration::from_millis(200));
         if let Some(a) = self.accept.take() {
             let _ = a.join();
         }
@@ -93,15 +93,6 @@ impl Server {
             }
         }
     }
-}
-
-/// An address on which this host reaches a listener bound to `addr` (0.0.0.0 is not connectable).
-fn wake_address(addr: SocketAddr) -> SocketAddr {
-    let mut a = addr;
-    if a.ip().is_unspecified() {
-        a.set_ip(if a.is_ipv4() { [127, 0, 0, 1].into() } else { std::net::Ipv6Addr::LOCALHOST.into() });
-    }
-    a
 }
 
 #[derive(Clone)]
@@ -173,6 +164,7 @@ fn serve_connection(mut stream: TcpStream, peer: &str, shared: &Shared, _active:
         }
     };
     let polling = matches!(config.welcome.mode, WireMode::Polling { .. });
+    let silence = Duration::from_millis(config.welcome.silence_ms);
     let stream = Arc::new(stream);
     let (tx, rx) = mpsc::channel::<MasterFrame>();
     let ping = Arc::new(Mutex::new(None));
@@ -200,7 +192,6 @@ fn serve_connection(mut stream: TcpStream, peer: &str, shared: &Shared, _active:
         if shared.events.send(Event::ProcessJoined { process, threads, peer_address, link }).is_err() {
             return;
         }
-        let silence = Duration::from_millis(config.welcome.silence_ms);
         match read_polling(&stream, &mut decoder, silence, process, &shared.events) {
             Ended::Closed => tracing::info!(%peer, process, "remote polling worker left"),
             Ended::Broken(why) => tracing::warn!(%peer, process, "remote polling worker dropped: {why}"),
@@ -219,7 +210,6 @@ fn serve_connection(mut stream: TcpStream, peer: &str, shared: &Shared, _active:
         }
     }
     drop(tx);
-    let silence = Duration::from_millis(config.welcome.silence_ms);
     let reason = read_loop(&stream, &mut decoder, silence, first, threads, &shared.events, &ping);
     match reason {
         Ended::Closed => tracing::info!(%peer, first_worker = first, "remote worker left"),
@@ -323,9 +313,7 @@ fn read_frame<T: DeserializeOwned>(
 }
 
 fn send_frame(stream: &mut TcpStream, frame: &MasterFrame) -> Result<(), String> {
-    let mut out = Vec::new();
-    encode_frame(frame, &mut out).map_err(|e| e.to_string())?;
-    stream.write_all(&out).map_err(|e| e.to_string())
+    write_frame(stream, frame).map_err(|e| e.to_string())
 }
 
 /// The last ping sent: its number and when.
@@ -339,7 +327,40 @@ enum Ended {
     Broken(String),
 }
 
-/// Reads frames until the connection ends; returns why it ended.
+/// Reads frames until the connection ends or `on_frame` ends it; returns why it ended.
+fn read_frames(
+    stream: &TcpStream,
+    decoder: &mut FrameDecoder,
+    silence: Duration,
+    mut on_frame: impl FnMut(WorkerFrame) -> Result<(), Ended>,
+) -> Ended {
+    if let Err(e) = stream.set_read_timeout(Some(silence)) {
+        return Ended::Broken(e.to_string());
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match decoder.decode::<WorkerFrame>() {
+            Ok(Some(frame)) => {
+                if let Err(ended) = on_frame(frame) {
+                    return ended;
+                }
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => return Ended::Broken(e.to_string()),
+        }
+        match (&*stream).read(&mut buf) {
+            Ok(0) => return Ended::Closed,
+            Ok(n) => decoder.feed(&buf[..n]),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Ended::Broken(format!("silent for {:.1} s", silence.as_secs_f64()));
+            }
+            Err(e) => return Ended::Broken(e.to_string()),
+        }
+    }
+}
+
+/// Reads a budget-mode process's frames until the connection ends.
 fn read_loop(
     stream: &TcpStream,
     decoder: &mut FrameDecoder,
@@ -349,58 +370,27 @@ fn read_loop(
     events: &Sender<Event>,
     ping: &LastPing,
 ) -> Ended {
-    if let Err(e) = stream.set_read_timeout(Some(silence)) {
-        return Ended::Broken(e.to_string());
-    }
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        loop {
-            match decoder.decode::<WorkerFrame>() {
-                Ok(Some(WorkerFrame::Message { thread, message })) if thread < threads => {
-                    if events.send(Event::Message(first + u64::from(thread), message)).is_err() {
-                        return Ended::Closed;
-                    }
+    read_frames(stream, decoder, silence, |frame| match frame {
+        WorkerFrame::Message { thread, message } if thread < threads => {
+            events.send(Event::Message(first + u64::from(thread), message)).map_err(|_| Ended::Closed)
+        }
+        WorkerFrame::Message { thread, .. } => {
+            Err(Ended::Broken(format!("a message for thread {thread} of {threads}")))
+        }
+        WorkerFrame::Pong { seq } => {
+            let sent = *ping.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((s, at)) = sent
+                && s == seq
+            {
+                let rtt = at.elapsed();
+                for t in 0..threads {
+                    let _ = events.send(Event::Latency { worker: first + u64::from(t), rtt });
                 }
-                Ok(Some(WorkerFrame::Message { thread, .. })) => {
-                    return Ended::Broken(format!("a message for thread {thread} of {threads}"));
-                }
-                Ok(Some(WorkerFrame::Pong { seq })) => {
-                    let sent = *ping.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some((s, at)) = sent
-                        && s == seq
-                    {
-                        let rtt = at.elapsed();
-                        for t in 0..threads {
-                            let _ = events.send(Event::Latency { worker: first + u64::from(t), rtt });
-                        }
-                    }
-                }
-                Ok(Some(other)) => {
-                    return Ended::Broken(format!("out of order: {} after the handshake", frame_name(&other)));
-                }
-                Ok(None) => break,
-                Err(e) => return Ended::Broken(e.to_string()),
             }
-        }
-        if let Err(ended) = read_more(stream, decoder, &mut buf, silence) {
-            return ended;
-        }
-    }
-}
-
-/// Feeds the decoder what the worker sent next, or says why the connection ended.
-fn read_more(stream: &TcpStream, decoder: &mut FrameDecoder, buf: &mut [u8], silence: Duration) -> Result<(), Ended> {
-    match (&*stream).read(buf) {
-        Ok(0) => Err(Ended::Closed),
-        Ok(n) => {
-            decoder.feed(&buf[..n]);
             Ok(())
         }
-        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-            Err(Ended::Broken(format!("silent for {:.1} s", silence.as_secs_f64())))
-        }
-        Err(e) => Err(Ended::Broken(e.to_string())),
-    }
+        other => Err(Ended::Broken(format!("out of order: {} after the handshake", frame_name(&other)))),
+    })
 }
 
 /// Reads a polling process's frames until the connection ends.
@@ -411,30 +401,15 @@ fn read_polling(
     process: u64,
     events: &Sender<Event>,
 ) -> Ended {
-    if let Err(e) = stream.set_read_timeout(Some(silence)) {
-        return Ended::Broken(e.to_string());
-    }
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        loop {
-            let event = match decoder.decode::<WorkerFrame>() {
-                Ok(Some(WorkerFrame::Report(report))) => Event::Poll(report),
-                Ok(Some(WorkerFrame::Counts { wave, counts })) => Event::Counts { process, wave, counts },
-                Ok(Some(WorkerFrame::Pong { .. })) => continue,
-                Ok(Some(other)) => {
-                    return Ended::Broken(format!("out of order: {} in a polling run", frame_name(&other)));
-                }
-                Ok(None) => break,
-                Err(e) => return Ended::Broken(e.to_string()),
-            };
-            if events.send(event).is_err() {
-                return Ended::Closed;
-            }
-        }
-        if let Err(ended) = read_more(stream, decoder, &mut buf, silence) {
-            return ended;
-        }
-    }
+    read_frames(stream, decoder, silence, |frame| {
+        let event = match frame {
+            WorkerFrame::Report(report) => Event::Poll(report),
+            WorkerFrame::Counts { wave, counts } => Event::Counts { process, wave, counts },
+            WorkerFrame::Pong { .. } => return Ok(()),
+            other => return Err(Ended::Broken(format!("out of order: {} in a polling run", frame_name(&other)))),
+        };
+        events.send(event).map_err(|_| Ended::Closed)
+    })
 }
 
 /// Sends frames as they come, a ping every `heartbeat`; ends when the connection fails, or when

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::io::{self, Read, Write};
 
 /// The largest frame accepted: 64 MiB.
 pub const MAX_FRAME: usize = 64 << 20;
@@ -31,6 +32,28 @@ pub fn encode_frame<T: Serialize>(message: &T, out: &mut Vec<u8>) -> Result<(), 
     }
     out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
     Ok(())
+}
+
+/// Writes `message` as one frame.
+pub fn write_frame<T: Serialize>(writer: &mut impl Write, message: &T) -> io::Result<()> {
+    let mut out = Vec::new();
+    encode_frame(message, &mut out).map_err(io::Error::other)?;
+    writer.write_all(&out)
+}
+
+/// Reads until `decoder` holds a whole frame, and decodes it. A stream that ends first is
+/// [`io::ErrorKind::UnexpectedEof`]; a corrupt one an error that wraps the [`FrameError`].
+pub fn read_frame<T: DeserializeOwned>(reader: &mut impl Read, decoder: &mut FrameDecoder) -> io::Result<T> {
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(frame) = decoder.decode::<T>().map_err(io::Error::other)? {
+            return Ok(frame);
+        }
+        match reader.read(&mut buf)? {
+            0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer hung up")),
+            n => decoder.feed(&buf[..n]),
+        }
+    }
 }
 
 /// Collects bytes as they arrive and cuts them into frames.
@@ -81,7 +104,8 @@ impl FrameDecoder {
     }
 
     /// Bytes received but not yet decoded.
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    fn pending(&self) -> usize {
         self.buf.len() - self.start
     }
 }

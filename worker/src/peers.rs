@@ -8,9 +8,9 @@
 //! workers the dialling process runs and where, so that the victim can answer.
 
 use crate::polling::Peers;
-use bts_protocol::codec::{FrameDecoder, encode_frame};
+use bts_protocol::codec::{FrameDecoder, encode_frame, read_frame, write_frame};
 use bts_protocol::polling::PeerMsg;
-use bts_protocol::wire::PREAMBLE_LEN;
+use bts_protocol::wire::{PREAMBLE_LEN, local_address};
 use bts_protocol::{PeerEntry, PeerFrame, Preamble, auth};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -61,7 +61,7 @@ impl Router {
     pub fn set_table(&self, entries: Vec<PeerEntry>) {
         let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
         // The master knows of every process up to its last worker, whether still there or gone.
-        let end = entries.iter().map(|e| e.first + e.count).max().unwrap_or(0);
+        let end = end(&entries);
         table.introduced.retain(|e| e.first >= end);
         table.master = entries;
     }
@@ -74,7 +74,7 @@ impl Router {
     /// A process that connected said where it is: remember it unless the table knows its workers.
     fn introduced(&self, entry: PeerEntry) {
         let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
-        let end = table.master.iter().map(|e| e.first + e.count).max().unwrap_or(0);
+        let end = end(&table.master);
         if entry.first >= end && !table.introduced.iter().any(|e| e.first == entry.first) {
             table.introduced.push(entry);
         }
@@ -88,9 +88,14 @@ impl Router {
 
     /// Delivers a message to a worker of this process.
     pub fn deliver_local(&self, to: u32, message: PeerMsg) -> bool {
+        self.try_local(to, message).is_ok()
+    }
+
+    /// Delivers a message to a worker of this process, or hands it back.
+    fn try_local(&self, to: u32, message: PeerMsg) -> Result<(), PeerMsg> {
         match to.checked_sub(self.first).and_then(|i| self.local.get(i as usize)) {
-            Some(inbox) => inbox.send(message).is_ok(),
-            None => false,
+            Some(inbox) => inbox.send(message).map_err(|e| e.0),
+            None => Err(message),
         }
     }
 
@@ -136,23 +141,30 @@ impl<P: Peers> Peers for Arc<P> {
 impl Peers for Router {
     fn count(&self) -> u32 {
         let table = self.table.read().unwrap_or_else(|e| e.into_inner());
-        let remote = table.entries().map(|e| e.first + e.count).max().unwrap_or(0);
+        let remote = end(table.entries());
         remote.max(self.first + self.local.len() as u32)
     }
 
     fn send(&self, to: u32, message: PeerMsg) {
-        if self.deliver_local(to, message.clone()) {
-            return;
-        }
-        if let Err(e) = self.send_remote(to, message.clone()) {
+        let Err(message) = self.try_local(to, message) else { return };
+        let request = match message {
+            PeerMsg::Request { from, epoch } => Some((from, epoch)),
+            _ => None,
+        };
+        if let Err(e) = self.send_remote(to, message) {
             tracing::debug!("cannot reach worker {to}: {e}");
             // A request that cannot be delivered is answered at once, so that its sender never
             // waits for an answer that will not come.
-            if let PeerMsg::Request { from, epoch } = message {
+            if let Some((from, epoch)) = request {
                 self.deliver_local(from, PeerMsg::NoWork { epoch });
             }
         }
     }
+}
+
+/// The index after the last worker of these processes.
+fn end<'a>(entries: impl IntoIterator<Item = &'a PeerEntry>) -> u32 {
+    entries.into_iter().map(|e| e.first + e.count).max().unwrap_or(0)
 }
 
 /// Connects to a peer server, proves the token and introduces this process.
@@ -184,26 +196,6 @@ fn dial(address: &str, token: &[u8], me: Option<PeerEntry>) -> io::Result<TcpStr
     }
     stream.set_read_timeout(None)?;
     Ok(stream)
-}
-
-fn write_frame(stream: &mut TcpStream, frame: &PeerFrame) -> io::Result<()> {
-    let mut out = Vec::new();
-    encode_frame(frame, &mut out).map_err(io::Error::other)?;
-    stream.write_all(&out)
-}
-
-fn read_frame(stream: &mut TcpStream, decoder: &mut FrameDecoder) -> io::Result<PeerFrame> {
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(f) = decoder.decode::<PeerFrame>().map_err(io::Error::other)? {
-            return Ok(f);
-        }
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer hung up"));
-        }
-        decoder.feed(&buf[..n]);
-    }
 }
 
 /// Accepts connections from the workers of other processes and delivers their messages.
@@ -241,12 +233,8 @@ impl PeerServer {
 impl Drop for PeerServer {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        // Wakes the accepting thread (an unspecified address is not connectable as such).
-        let mut wake = self.address;
-        if wake.ip().is_unspecified() {
-            wake.set_ip(if wake.is_ipv4() { [127, 0, 0, 1].into() } else { std::net::Ipv6Addr::LOCALHOST.into() });
-        }
-        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        // Wakes the accepting thread.
+        let _ = TcpStream::connect_timeout(&local_address(self.address), Duration::from_secs(1));
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::peers::{PeerServer, Router};
 use crate::polling::{Shared, Start, Termination, run_polling_worker};
 use crate::{RunnerSettings, Searcher, WorkerLoop, run_worker};
-use bts_protocol::codec::{FrameDecoder, MAX_FRAME, encode_frame};
+use bts_protocol::codec::{self, FrameDecoder, FrameError, MAX_FRAME, encode_frame, write_frame};
 use bts_protocol::polling::{PeerMsg, SplitRule};
 use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
@@ -79,6 +79,9 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), Re
         RemoteError::Tree(format!("cannot build the master's tree '{}': {e}", welcome.tree.command_line()))
     })?;
     let settings = RunnerSettings { keep_output: welcome.keep_output };
+    // A master silent this long is gone (it pings more often).
+    let silence = Duration::from_millis(welcome.silence_ms.max(1));
+    stream.set_read_timeout(Some(silence)).map_err(|e| RemoteError::Lost(e.to_string()))?;
 
     let stream = Arc::new(stream);
     let (frames_tx, frames_rx) = mpsc::channel::<WorkerFrame>();
@@ -92,12 +95,12 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), Re
     let result = match welcome.mode {
         WireMode::Budget => {
             drop(peer_listener);
-            budget_worker(options, &*searcher, settings, &stream, &mut decoder, &welcome, &frames_tx)
+            budget_worker(options, &*searcher, settings, &stream, &mut decoder, silence, &frames_tx)
         }
         WireMode::Polling { split } => {
             let token = &options.token;
             let polling = PollingProcess { searcher: &*searcher, settings, split, token, threads: options.threads };
-            polling.run(&stream, &mut decoder, &welcome, &frames_tx, peer_listener)
+            polling.run(&stream, &mut decoder, silence, &frames_tx, peer_listener)
         }
     };
     drop(frames_tx);
@@ -113,7 +116,7 @@ fn budget_worker(
     settings: RunnerSettings,
     stream: &TcpStream,
     decoder: &mut FrameDecoder,
-    welcome: &Welcome,
+    silence: Duration,
     frames_tx: &Sender<WorkerFrame>,
 ) -> Result<(), RemoteError> {
     let mut inboxes = Vec::new();
@@ -129,7 +132,7 @@ fn budget_worker(
         });
         threads.push(thread.map_err(|e| RemoteError::Lost(format!("cannot start a thread: {e}")))?);
     }
-    let result = read_loop(stream, decoder, welcome, &inboxes, frames_tx);
+    let result = read_loop(stream, decoder, silence, &inboxes, frames_tx);
     // Let the threads finish their current jobs and go.
     drop(inboxes);
     for t in threads {
@@ -153,25 +156,22 @@ impl PollingProcess<'_> {
         &self,
         stream: &TcpStream,
         decoder: &mut FrameDecoder,
-        welcome: &Welcome,
+        silence: Duration,
         frames: &Sender<WorkerFrame>,
         peer_listener: Option<TcpListener>,
     ) -> Result<(), RemoteError> {
         let lost = |e: String| RemoteError::Lost(e);
-        let silence = Duration::from_millis(welcome.silence_ms.max(1));
-        stream.set_read_timeout(Some(silence)).map_err(|e| lost(e.to_string()))?;
         // The master first says which workers this process's threads are.
         let mut early = Vec::new();
         let first = loop {
-            match next_frame(stream, decoder, silence) {
-                Ok(MasterFrame::Assigned { first }) => break first,
-                // The run ended before this process got a part in it.
-                Err(RemoteError::Lost(e)) if e == CLOSED => return Ok(()),
-                Err(e) => return Err(e),
-                Ok(MasterFrame::Ping { seq }) => {
+            match next_frame(stream, decoder, silence)? {
+                Some(MasterFrame::Assigned { first }) => break first,
+                Some(MasterFrame::Ping { seq }) => {
                     let _ = frames.send(WorkerFrame::Pong { seq });
                 }
-                Ok(other) => early.push(other),
+                Some(other) => early.push(other),
+                // The run ended before this process got a part in it.
+                None => return Ok(()),
             }
         };
         let (senders, inboxes): (Vec<_>, Vec<_>) = (0..self.threads).map(|_| mpsc::channel::<PeerMsg>()).unzip();
@@ -208,12 +208,12 @@ impl PollingProcess<'_> {
         let mut finished = std::collections::BTreeSet::new();
         loop {
             let next = match early.next() {
-                Some(f) => Ok(f),
+                Some(f) => Ok(Some(f)),
                 None => next_frame(stream, decoder, silence),
             };
             let frame = match next {
-                Ok(f) => f,
-                Err(RemoteError::Lost(e)) if e == CLOSED => {
+                Ok(Some(f)) => f,
+                Ok(None) => {
                     if finished.len() < self.threads as usize {
                         result = Err(lost("the master closed the connection before the run ended".into()));
                     }
@@ -270,21 +270,22 @@ impl PollingProcess<'_> {
     }
 }
 
-/// The message of [`RemoteError::Lost`] when the master closes the connection.
-const CLOSED: &str = "closed";
-
-/// The next frame from the master, waiting at most `silence`.
-fn next_frame(stream: &TcpStream, decoder: &mut FrameDecoder, silence: Duration) -> Result<MasterFrame, RemoteError> {
+/// The next frame from the master, waiting at most `silence`; `None` once the master hangs up.
+fn next_frame(
+    stream: &TcpStream,
+    decoder: &mut FrameDecoder,
+    silence: Duration,
+) -> Result<Option<MasterFrame>, RemoteError> {
     loop {
         match decoder.decode::<MasterFrame>() {
-            Ok(Some(f)) => return Ok(f),
+            Ok(Some(f)) => return Ok(Some(f)),
             Ok(None) => {}
             Err(e) => return Err(RemoteError::Lost(format!("the master sent a bad frame: {e}"))),
         }
         // Only when the decoder holds no whole frame (not per frame: the buffer is not free to clear).
         let mut buf = [0u8; 16 * 1024];
         match (&*stream).read(&mut buf) {
-            Ok(0) => return Err(RemoteError::Lost(CLOSED.into())),
+            Ok(0) => return Ok(None),
             Ok(n) => decoder.feed(&buf[..n]),
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                 return Err(RemoteError::Lost(format!(
@@ -296,6 +297,17 @@ fn next_frame(stream: &TcpStream, decoder: &mut FrameDecoder, silence: Duration)
         }
     }
 }
+
+/// The text of an address file: where the master listens, and its token if the file gives it.
+pub fn address_file_text(address: &str, token: Option<&[u8]>) -> String {
+    match token {
+        Some(t) => format!("{address}\ntoken {}\n", t.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+        None => format!("{address}\n"),
+    }
+}
+
+/// What an address file says once its run is over, so that workers that start late do not wait.
+pub const ADDRESS_FILE_FINISHED: &str = "finished\n";
 
 /// What a master's address file says.
 enum AddressFile {
@@ -315,7 +327,7 @@ fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
     };
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let Some(address) = lines.next() else { return Ok(AddressFile::Missing) };
-    if address == "finished" {
+    if address == ADDRESS_FILE_FINISHED.trim_end() {
         let written = std::fs::metadata(path).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
         return Ok(AddressFile::Finished(written));
     }
@@ -431,7 +443,7 @@ fn handshake(
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(lost)?;
     stream.write_all(&Preamble::CURRENT.to_bytes()).map_err(lost)?;
     let worker_nonce = auth::nonce();
-    send(stream, &WorkerFrame::Hello { threads, nonce: worker_nonce, peer_address }).map_err(lost)?;
+    write_frame(stream, &WorkerFrame::Hello { threads, nonce: worker_nonce, peer_address }).map_err(lost)?;
     let mut preamble = [0u8; PREAMBLE_LEN];
     stream.read_exact(&mut preamble).map_err(lost)?;
     let Some(theirs) = Preamble::parse(&preamble) else {
@@ -452,7 +464,7 @@ fn handshake(
         other => return Err(unexpected(&other)),
     };
     let tag = auth::worker_tag(token, &master_nonce, &worker_nonce);
-    send(stream, &WorkerFrame::Auth { tag }).map_err(lost)?;
+    write_frame(stream, &WorkerFrame::Auth { tag }).map_err(lost)?;
     match read_frame(stream, &mut decoder)? {
         MasterFrame::Welcome(w) => Ok((w, decoder)),
         MasterFrame::Refused { reason } => {
@@ -477,26 +489,17 @@ fn unexpected(frame: &MasterFrame) -> RemoteError {
     RemoteError::Lost(format!("the master broke the protocol: an unexpected {name} frame"))
 }
 
+/// The master's next frame during the handshake.
 fn read_frame(stream: &mut TcpStream, decoder: &mut FrameDecoder) -> Result<MasterFrame, RemoteError> {
-    let mut buf = [0u8; 4096];
-    loop {
-        match decoder.decode::<MasterFrame>() {
-            Ok(Some(f)) => return Ok(f),
-            Ok(None) => {}
-            Err(e) => return Err(RemoteError::Lost(format!("the master sent a bad frame: {e}"))),
-        }
-        match stream.read(&mut buf) {
-            Ok(0) => return Err(RemoteError::Lost("the master closed the connection during the handshake".into())),
-            Ok(n) => decoder.feed(&buf[..n]),
-            Err(e) => return Err(RemoteError::Lost(format!("the connection failed during the handshake: {e}"))),
-        }
-    }
-}
-
-fn send(stream: &mut TcpStream, frame: &WorkerFrame) -> io::Result<()> {
-    let mut out = Vec::new();
-    encode_frame(frame, &mut out).map_err(io::Error::other)?;
-    stream.write_all(&out)
+    codec::read_frame(stream, decoder).map_err(|e| {
+        RemoteError::Lost(match e.get_ref().and_then(|inner| inner.downcast_ref::<FrameError>()) {
+            Some(bad) => format!("the master sent a bad frame: {bad}"),
+            None if e.kind() == io::ErrorKind::UnexpectedEof => {
+                "the master closed the connection during the handshake".into()
+            }
+            None => format!("the connection failed during the handshake: {e}"),
+        })
+    })
 }
 
 /// Delivers the master's messages to the threads and answers pings, until the run ends (every
@@ -504,16 +507,14 @@ fn send(stream: &mut TcpStream, frame: &WorkerFrame) -> io::Result<()> {
 fn read_loop(
     stream: &TcpStream,
     decoder: &mut FrameDecoder,
-    welcome: &Welcome,
+    silence: Duration,
     inboxes: &[Sender<ToWorker>],
     frames: &Sender<WorkerFrame>,
 ) -> Result<(), RemoteError> {
-    let silence = Duration::from_millis(welcome.silence_ms.max(1));
-    stream.set_read_timeout(Some(silence)).map_err(|e| RemoteError::Lost(e.to_string()))?;
     let mut finished = vec![false; inboxes.len()];
     loop {
-        match next_frame(stream, decoder, silence) {
-            Ok(MasterFrame::Message { thread, message }) => {
+        match next_frame(stream, decoder, silence)? {
+            Some(MasterFrame::Message { thread, message }) => {
                 let Some(inbox) = inboxes.get(thread as usize) else {
                     return Err(RemoteError::Lost(format!("the master wrote to thread {thread} of {}", inboxes.len())));
                 };
@@ -522,17 +523,16 @@ fn read_loop(
                 }
                 let _ = inbox.send(message);
             }
-            Ok(MasterFrame::Ping { seq }) => {
+            Some(MasterFrame::Ping { seq }) => {
                 let _ = frames.send(WorkerFrame::Pong { seq });
             }
-            Ok(other) => return Err(unexpected(&other)),
-            Err(RemoteError::Lost(e)) if e == CLOSED => {
+            Some(other) => return Err(unexpected(&other)),
+            None => {
                 return match finished.iter().all(|&f| f) {
                     true => Ok(()),
                     false => Err(RemoteError::Lost("the master closed the connection before the run ended".into())),
                 };
             }
-            Err(e) => return Err(e),
         }
     }
 }
