@@ -74,7 +74,9 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    pub fn new(options: &MonitorOptions, searcher: &Arc<dyn Searcher>, before_s: f64) -> std::io::Result<Self> {
+    /// `probe`: the tree whose job-list nodes are probed for estimates of the work left (not in
+    /// polling mode, which has no job list to sample).
+    pub fn new(options: &MonitorOptions, probe: Option<&Arc<dyn Searcher>>, before_s: f64) -> std::io::Result<Self> {
         let create = |p: &PathBuf| File::create(p).map(|f| BufWriter::with_capacity(1 << 16, f));
         let mut hist = options.hist.as_ref().map(create).transpose()?;
         if let Some(h) = hist.as_mut() {
@@ -109,7 +111,7 @@ impl Monitor {
             freq,
             last: (now, 0),
             rate: 0.0,
-            estimator: Estimator::spawn(searcher),
+            estimator: probe.and_then(Estimator::spawn),
             next_sample: now,
             samples: VecDeque::new(),
             rng: SplitMix64::new(now.elapsed().as_nanos() as u64 ^ 0x5EED),

@@ -227,13 +227,13 @@ impl Run {
 
     /// As [`run`](Self::run), with an output that can be synced to disk before each checkpoint.
     pub fn run_to(self, output: &mut dyn Output) -> Result<Finished, RunError> {
+        if self.options.workers == 0 && self.options.listen.is_none() {
+            return Err(RunError::Setup("a run needs at least one worker".into()));
+        }
         if let RunMode::Polling { split, start } = self.options.mode {
             return self.run_polling(split, start, output);
         }
         let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
-        if options.workers == 0 && options.listen.is_none() {
-            return Err(RunError::Setup("a run needs at least one worker".into()));
-        }
         let started = Instant::now();
         let settings = RunnerSettings { keep_output: !options.count_only };
         let runners = (0..options.workers).map(|_| searcher.runner(settings)).collect::<Result<Vec<_>, _>>();
@@ -254,13 +254,12 @@ impl Run {
             let (link, inbox) = mpsc::channel::<ToWorker>();
             let _ = events_tx.send(Event::Joined { worker: id, threads: 1, link: Box::new(link) });
             let to_master = events_tx.clone();
-            let thread = std::thread::Builder::new().name(format!("bts-worker-{id}")).spawn(move || {
+            threads.push(spawn(format!("bts-worker-{id}"), move || {
                 // Tells the master when this thread ends, however it ends.
                 let _guard = DisconnectGuard(id, to_master.clone());
                 let mut send = |m| to_master.send(Event::Message(id, m)).is_ok();
                 run_worker(&mut *runner, &inbox, &mut send, WorkerLoop::default());
-            });
-            threads.push(thread.map_err(|e| RunError::Setup(format!("cannot start a worker thread: {e}")))?);
+            })?);
         }
 
         let server = match &options.listen {
@@ -288,11 +287,7 @@ impl Run {
                 let _ = t.join();
             }
         }
-        let outcome = result?;
-        tracing::info!(outcome = crate::summary::outcome_name(&outcome), "the run ends");
-        let elapsed = Duration::from_secs_f64(before.0) + started.elapsed();
-        let summary = Summary::new(&tree.command_line(), &outcome, &scheduler, elapsed, before.1 + 1);
-        Ok(Finished { outcome, summary, checkpoint: options.checkpoint.clone() })
+        finished(result?, &scheduler, &hooks.saver)
     }
 }
 
@@ -301,9 +296,6 @@ impl Run {
     fn run_polling(self, split: SplitRule, start: PollingStart, output: &mut dyn Output) -> Result<Finished, RunError> {
         let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
         let local = options.workers as u32;
-        if local == 0 && options.listen.is_none() {
-            return Err(RunError::Setup("a run needs at least one worker".into()));
-        }
         let started = Instant::now();
         let settings = RunnerSettings { keep_output: !options.count_only };
         let stacks: Option<Vec<_>> = (0..local).map(|_| searcher.stack_worker(settings)).collect();
@@ -318,28 +310,24 @@ impl Run {
             return Err(unsplittable());
         }
         // What the run starts from: the root, or the nodes a checkpoint saved.
-        let (totals, before, nodes, fresh) = match resume {
-            Some(ck) => {
-                let nodes = ck.jobs.into_iter().map(Returned::from).collect();
-                (ck.totals, (ck.elapsed_s, ck.segments), nodes, false)
-            }
+        let (totals, before, initial_jobs, fresh) = match resume {
+            Some(ck) => (ck.totals, (ck.elapsed_s, ck.segments), ck.jobs, false),
             None => {
-                let root = Returned { depth: 0, node: searcher.root().map_err(RunError::Setup)? };
+                let root = Pending { depth: 0, node: searcher.root().map_err(RunError::Setup)? };
                 (Totals::default(), (0.0, 0), vec![root], true)
             }
         };
-        let initial_jobs: Vec<Pending> = nodes.iter().cloned().map(Pending::from).collect();
+        let nodes: Vec<Returned> = initial_jobs.iter().cloned().map(Returned::from).collect();
         // Selective starts visit nodes before the node limit is in force: with one, start plainly.
         let selective = fresh && start == PollingStart::Selective && options.scheduler.node_limit.is_none();
         let distributed = options.listen.is_some();
 
         let (senders, inboxes): (Vec<Sender<PeerMsg>>, Vec<Receiver<PeerMsg>>) =
             (0..local).map(|_| mpsc::channel()).unzip();
-        let token = options.listen.as_ref().map(|l| l.token.clone()).unwrap_or_default();
-        let router = distributed.then(|| {
-            let timeout = options.listen.as_ref().map_or(Duration::from_secs(10), |l| l.worker_timeout);
-            Arc::new(Router::new(token, 0, senders.clone(), timeout))
-        });
+        let router = options
+            .listen
+            .as_ref()
+            .map(|l| Arc::new(Router::new(l.token.clone(), 0, senders.clone(), l.worker_timeout)));
         let shared = Arc::new(Shared {
             peers: match &router {
                 Some(r) => Box::new(Arc::clone(r)),
@@ -364,11 +352,10 @@ impl Run {
         let mut threads = Vec::new();
         for ((me, stack), inbox) in stacks.into_iter().enumerate().zip(inboxes) {
             let (shared, to_master, start) = (Arc::clone(&shared), events_tx.clone(), starts.remove(0));
-            let thread = std::thread::Builder::new().name(format!("bts-poll-{me}")).spawn(move || {
+            threads.push(spawn(format!("bts-poll-{me}"), move || {
                 let mut report = |r| to_master.send(Event::Poll(r)).is_ok();
                 run_polling_worker(me as u32, stack, start, inbox, shared, &mut report, seed);
-            });
-            threads.push(thread.map_err(|e| RunError::Setup(format!("cannot start a worker thread: {e}")))?);
+            })?);
         }
 
         let mut coordinator = Coordinator::new(local, totals, options.scheduler.node_limit, initial_jobs.clone());
@@ -404,7 +391,7 @@ impl Run {
             local_counts: distributed.then_some(&local_counts as &dyn Fn() -> Vec<Counts>),
             local_address: peer_server.as_ref().map(|(_, address): &(PeerServer, String)| address.clone()),
             set_peers: distributed.then_some(&set_peers as &dyn Fn(Vec<PeerEntry>)),
-            set_nodes_left: Some(&set_nodes_left as &dyn Fn(u64)),
+            set_nodes_left: &set_nodes_left,
         };
         let result = drive_polling(&mut coordinator, &events_rx, &routes, output, &drive_options, &mut hooks);
         if let Some(server) = server {
@@ -418,11 +405,7 @@ impl Run {
                 let _ = t.join();
             }
         }
-        let outcome = result?;
-        tracing::info!(outcome = crate::summary::outcome_name(&outcome), "the run ends");
-        let elapsed = Duration::from_secs_f64(before.0) + started.elapsed();
-        let summary = Summary::new(&tree.command_line(), &outcome, &coordinator, elapsed, before.1 + 1);
-        Ok(Finished { outcome, summary, checkpoint: options.checkpoint.clone() })
+        finished(result?, &coordinator, &hooks.saver)
     }
 }
 
@@ -434,6 +417,22 @@ fn deal_start(nodes: &[Returned], local: u32, fresh: bool, selective: bool) -> V
         (true, false) => (0..local).map(|_| Start::Plain(nodes[0].clone())).collect(),
         (false, _) => deal(nodes.iter().cloned(), local as usize).into_iter().map(Start::Nodes).collect(),
     }
+}
+
+/// Starts a thread of the run.
+fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<std::thread::JoinHandle<()>, RunError> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(f)
+        .map_err(|e| RunError::Setup(format!("cannot start a worker thread: {e}")))
+}
+
+/// How the run ended, and its summary.
+fn finished(outcome: Outcome, run: &dyn RunView, saver: &Checkpointer<'_>) -> Result<Finished, RunError> {
+    tracing::info!(outcome = crate::summary::outcome_name(&outcome), "the run ends");
+    let elapsed = Duration::from_secs_f64(saver.before.0) + saver.started.elapsed();
+    let summary = Summary::new(&saver.tree.command_line(), &outcome, run, elapsed, saver.before.1 + 1);
+    Ok(Finished { outcome, summary, checkpoint: saver.options.checkpoint.clone() })
 }
 
 /// The driver's deadlines and timers, from the run's options.
@@ -462,7 +461,10 @@ impl<'a> Hooks<'a> {
         started: Instant,
     ) -> Result<Self, RunError> {
         let monitor = match options.monitor.is_active() {
-            true => Some(Monitor::new(&options.monitor, searcher, before.0).map_err(RunError::History)?),
+            true => {
+                let probe = matches!(options.mode, RunMode::Budget).then_some(searcher);
+                Some(Monitor::new(&options.monitor, probe, before.0).map_err(RunError::History)?)
+            }
             false => None,
         };
         Ok(Hooks { saver: Checkpointer { tree, options, before, started }, monitor })

@@ -171,6 +171,54 @@ struct Timers {
     stop_file: Option<Instant>,
 }
 
+/// What the timers say is due.
+struct Due {
+    tick: bool,
+    checkpoint: bool,
+    stop: Option<StopReason>,
+}
+
+impl Timers {
+    fn new(options: &DriveOptions, now: Instant) -> Self {
+        Timers {
+            tick: options.tick.map(|t| now + t),
+            checkpoint: options.checkpoint_every.map(|t| now + t),
+            stop_file: options.stop_file.as_ref().map(|_| now),
+        }
+    }
+
+    /// What is due at `now`. Rearms the tick; the caller rearms the checkpoint when it has acted.
+    fn due(&mut self, options: &DriveOptions, now: Instant) -> Due {
+        let tick = self.tick.is_some_and(|at| now >= at);
+        if tick {
+            self.tick = options.tick.map(|t| now + t);
+        }
+        let mut stop = None;
+        if self.stop_file.is_some_and(|at| now >= at) {
+            if options.stop_file.as_ref().is_some_and(|f| f.exists()) {
+                tracing::info!("stop file found: stopping");
+                stop = Some(StopReason::StopFile);
+                self.stop_file = None;
+            } else {
+                self.stop_file = Some(now + STOP_FILE_POLL);
+            }
+        }
+        if options.deadline.is_some_and(|d| now >= d) {
+            stop.get_or_insert(StopReason::TimeLimit);
+        }
+        Due { tick, checkpoint: self.checkpoint.is_some_and(|at| now >= at), stop }
+    }
+
+    fn rearm_checkpoint(&mut self, options: &DriveOptions, from: Instant) {
+        self.checkpoint = options.checkpoint_every.map(|t| from + t);
+    }
+
+    /// When the next timer fires, or `other`.
+    fn wake(&self, options: &DriveOptions, other: Option<Instant>) -> Option<Instant> {
+        [options.deadline, self.tick, self.checkpoint, self.stop_file, other].into_iter().flatten().min()
+    }
+}
+
 /// The next event, waiting at most until `wake` (`None`: the time came first).
 fn next_event(events: &Receiver<Event>, wake: Option<Instant>, now: Instant) -> io::Result<Option<Event>> {
     let closed = || io::Error::other("every event source closed");
@@ -194,12 +242,7 @@ pub fn drive(
     observer: &mut dyn Observer,
 ) -> io::Result<Outcome> {
     let mut links: HashMap<WorkerId, Box<dyn Link>> = HashMap::new();
-    let now = Instant::now();
-    let mut timers = Timers {
-        tick: options.tick.map(|t| now + t),
-        checkpoint: options.checkpoint_every.map(|t| now + t),
-        stop_file: options.stop_file.as_ref().map(|_| now),
-    };
+    let mut timers = Timers::new(options, Instant::now());
     let mut had_workers = false;
     loop {
         while let Some((worker, message)) = scheduler.poll_send() {
@@ -225,32 +268,22 @@ pub fn drive(
         }
 
         let now = Instant::now();
-        if timers.tick.is_some_and(|at| now >= at) {
+        let due = timers.due(options, now);
+        if due.tick {
             observer.tick(scheduler);
             scheduler.clear_job_sizes();
-            timers.tick = options.tick.map(|t| now + t);
         }
-        if timers.checkpoint.is_some_and(|at| now >= at) {
+        if due.checkpoint {
             if let Err(e) = save(scheduler, output, observer) {
                 tracing::warn!("cannot write a periodic checkpoint: {e}; the previous one stays valid");
             }
-            timers.checkpoint = options.checkpoint_every.map(|t| Instant::now() + t);
+            timers.rearm_checkpoint(options, Instant::now());
         }
-        if timers.stop_file.is_some_and(|at| now >= at) {
-            if options.stop_file.as_ref().is_some_and(|f| f.exists()) {
-                tracing::info!("stop file found: stopping");
-                scheduler.stop(StopReason::StopFile);
-                timers.stop_file = None;
-            } else {
-                timers.stop_file = Some(now + STOP_FILE_POLL);
-            }
-        }
-        if options.deadline.is_some_and(|d| now >= d) {
-            scheduler.stop(StopReason::TimeLimit);
+        if let Some(reason) = due.stop {
+            scheduler.stop(reason);
         }
 
-        let wake = [options.deadline, timers.tick, timers.checkpoint, timers.stop_file].into_iter().flatten().min();
-        let Some(event) = next_event(events, wake, now)? else { continue };
+        let Some(event) = next_event(events, timers.wake(options, None), now)? else { continue };
         match event {
             Event::Joined { worker, threads, link } => {
                 had_workers = true;
@@ -274,10 +307,6 @@ pub fn drive(
             Event::Stop(reason) => scheduler.stop(reason),
             Event::Poll(_) | Event::ProcessJoined { .. } | Event::ProcessLeft(_) | Event::Counts { .. } => {}
             Event::Abort(reason) => {
-                if !scheduler.output().is_empty() {
-                    output.write_all(scheduler.output())?;
-                    scheduler.clear_output();
-                }
                 save(scheduler, output, observer)?;
                 observer.finish(scheduler);
                 return Ok(Outcome::Stopped(reason));
@@ -304,7 +333,7 @@ pub struct PollingRoutes<'a> {
     pub set_peers: Option<&'a dyn Fn(Vec<PeerEntry>)>,
     /// Gives the local workers the nodes they may still visit after a rollback, which undoes
     /// visits they took from the node limit.
-    pub set_nodes_left: Option<&'a dyn Fn(u64)>,
+    pub set_nodes_left: &'a dyn Fn(u64),
 }
 
 /// A remote process of a polling run.
@@ -331,11 +360,7 @@ pub fn drive_polling(
     observer: &mut dyn Observer,
 ) -> io::Result<Outcome> {
     let now = Instant::now();
-    let mut timers = Timers {
-        tick: options.tick.map(|t| now + t),
-        checkpoint: options.checkpoint_every.map(|t| now + t),
-        stop_file: options.stop_file.as_ref().map(|_| now),
-    };
+    let mut timers = Timers::new(options, now);
     let mut processes: BTreeMap<u64, Process> = BTreeMap::new();
     let mut next_wave = routes.local_counts.map(|_| now + WAVE_EVERY);
     // The output's length: a rollback cuts it back only if records were written since the snapshot.
@@ -345,8 +370,8 @@ pub fn drive_polling(
             deliver(routes, &processes, worker, message);
         }
         if let Some(len) = coordinator.reset_complete() {
-            if let (Some(set), Some(left)) = (routes.set_nodes_left, coordinator.nodes_left()) {
-                set(left);
+            if let Some(left) = coordinator.nodes_left() {
+                (routes.set_nodes_left)(left);
             }
             if len < written {
                 output.rewind(len).map_err(|e| {
@@ -394,25 +419,16 @@ pub fn drive_polling(
         }
 
         let now = Instant::now();
-        if timers.tick.is_some_and(|at| now >= at) {
+        let due = timers.due(options, now);
+        if due.tick {
             observer.tick(coordinator);
-            timers.tick = options.tick.map(|t| now + t);
         }
-        if timers.checkpoint.is_some_and(|at| now >= at) {
+        if due.checkpoint {
             coordinator.request_pause(PauseFor::Checkpoint);
-            timers.checkpoint = options.checkpoint_every.map(|t| now + t);
+            timers.rearm_checkpoint(options, now);
         }
-        if timers.stop_file.is_some_and(|at| now >= at) {
-            if options.stop_file.as_ref().is_some_and(|f| f.exists()) {
-                tracing::info!("stop file found: stopping");
-                coordinator.request_pause(PauseFor::Stop(StopReason::StopFile));
-                timers.stop_file = None;
-            } else {
-                timers.stop_file = Some(now + STOP_FILE_POLL);
-            }
-        }
-        if options.deadline.is_some_and(|d| now >= d) {
-            coordinator.request_pause(PauseFor::Stop(StopReason::TimeLimit));
+        if let Some(reason) = due.stop {
+            coordinator.request_pause(PauseFor::Stop(reason));
         }
         if let (Some(at), Some(local_counts)) = (next_wave, routes.local_counts)
             && now >= at
@@ -427,9 +443,7 @@ pub fn drive_polling(
             continue;
         }
 
-        let wake =
-            [options.deadline, timers.tick, timers.checkpoint, timers.stop_file, next_wave].into_iter().flatten().min();
-        let Some(event) = next_event(events, wake, now)? else { continue };
+        let Some(event) = next_event(events, timers.wake(options, next_wave), now)? else { continue };
         match event {
             Event::Poll(report) => coordinator.handle(report),
             Event::Stop(reason) => coordinator.request_pause(PauseFor::Stop(reason)),

@@ -131,6 +131,8 @@ pub struct Coordinator {
     outcome: Option<Outcome>,
     output: Vec<u8>,
     outbox: VecDeque<(u32, PeerMsg)>,
+    /// Nodes on the workers' stacks, as they last said (the sum of `Slot::stack`).
+    stacked: u64,
     peak: usize,
     /// Workers of several processes: termination by waves, rollback on loss.
     waves: Option<Waves>,
@@ -156,6 +158,7 @@ impl Coordinator {
             outcome: None,
             output: Vec::new(),
             outbox: VecDeque::new(),
+            stacked: 0,
             peak: 0,
             waves: None,
             epoch: 0,
@@ -228,14 +231,14 @@ impl Coordinator {
 
     /// The process running workers `first..first + count` is lost: roll back to the last snapshot.
     pub fn remove_workers(&mut self, first: u32, count: u32) {
-        for w in first..first + count {
-            if let Some(slot) = self.slots.get_mut(w as usize) {
-                slot.state = State::Gone;
-                slot.stack = 0;
-                // Lost with the process, like its stack: the rollback redoes them.
-                slot.late.clear();
-                slot.late_messages = 0;
-            }
+        let end = (first as usize + count as usize).min(self.slots.len());
+        for w in first as usize..end {
+            self.set_stack(w, 0);
+            let slot = &mut self.slots[w];
+            slot.state = State::Gone;
+            // Lost with the process, like its stack: the rollback redoes them.
+            slot.late.clear();
+            slot.late_messages = 0;
         }
         if self.outcome.is_some() {
             return;
@@ -251,6 +254,7 @@ impl Coordinator {
         };
         self.snapshot = None;
         let mut waiting = BTreeSet::new();
+        self.stacked = 0;
         for (w, slot) in self.slots.iter_mut().enumerate() {
             if slot.live() {
                 slot.state = State::Running;
@@ -301,16 +305,15 @@ impl Coordinator {
         }
         match report {
             PollReport::Progress { worker, progress } => {
-                self.slots[worker as usize].stack = progress.stack;
+                self.set_stack(worker as usize, progress.stack);
                 self.commit(progress);
                 self.check_node_limit();
             }
             PollReport::Paused { worker, stack, progress, sent, received } => {
                 self.commit(progress);
                 self.check_node_limit();
-                let slot = &mut self.slots[worker as usize];
-                slot.stack = stack.len() as u64;
-                slot.state = State::Paused { stack, sent, received };
+                self.set_stack(worker as usize, stack.len() as u64);
+                self.slots[worker as usize].state = State::Paused { stack, sent, received };
             }
             PollReport::LateWork { worker, nodes } => {
                 let slot = &mut self.slots[worker as usize];
@@ -325,9 +328,8 @@ impl Coordinator {
                 self.commit(progress);
                 self.totals.jobs += pieces;
                 self.totals.returned += moved;
-                let slot = &mut self.slots[worker as usize];
-                slot.state = State::Finished;
-                slot.stack = 0;
+                self.set_stack(worker as usize, 0);
+                self.slots[worker as usize].state = State::Finished;
                 self.check_finished();
             }
             PollReport::ResetDone { worker, epoch } => {
@@ -339,7 +341,6 @@ impl Coordinator {
                 }
             }
         }
-        self.peak = self.peak.max(self.queued_nodes());
     }
 
     fn check_finished(&mut self) {
@@ -546,8 +547,12 @@ impl Coordinator {
         self.outcome.as_ref()
     }
 
-    fn queued_nodes(&self) -> usize {
-        self.slots.iter().map(|s| s.stack as usize).sum()
+    /// Records that worker `w` has `nodes` on its stack.
+    fn set_stack(&mut self, w: usize, nodes: u64) {
+        let slot = &mut self.slots[w];
+        self.stacked = self.stacked - slot.stack + nodes;
+        slot.stack = nodes;
+        self.peak = self.peak.max(self.stacked as usize);
     }
 }
 
@@ -573,7 +578,7 @@ impl RunView for Coordinator {
 
     fn queued(&self) -> usize {
         // Once paused for good (a stop), the nodes left are the snapshot's.
-        self.snapshot.as_ref().map_or_else(|| self.queued_nodes(), Vec::len)
+        self.snapshot.as_ref().map_or_else(|| self.stacked as usize, Vec::len)
     }
 
     fn in_flight(&self) -> usize {

@@ -301,26 +301,12 @@ impl Scheduler {
         self.job_sizes.clear();
     }
 
-    pub fn job_list(&self) -> &JobList {
-        &self.list
-    }
-
     pub fn threads(&self) -> usize {
         self.workers.values().map(|w| w.threads as usize).sum()
     }
 
     pub fn budget(&self) -> &BudgetController {
         &self.budget
-    }
-
-    /// Every job not yet committed: those in L and those out with workers (by their start nodes).
-    fn collect_pending(&self) -> Vec<Pending> {
-        let mut out: Vec<(JobId, Pending)> =
-            self.in_flight.iter().map(|(&id, j)| (id, Pending { depth: j.depth, node: j.node.clone() })).collect();
-        out.sort_by_key(|&(id, _)| std::cmp::Reverse(id));
-        let mut jobs: Vec<Pending> = self.list.iter().cloned().collect();
-        jobs.extend(out.into_iter().map(|(_, p)| p));
-        jobs
     }
 
     // ----- internals -----
@@ -534,8 +520,14 @@ impl crate::view::RunView for Scheduler {
         self.peak_queued
     }
 
+    /// Every job not yet committed: those in L and those out with workers (by their start nodes).
     fn pending_jobs(&self) -> Vec<Pending> {
-        self.collect_pending()
+        let mut out: Vec<(JobId, Pending)> =
+            self.in_flight.iter().map(|(&id, j)| (id, Pending { depth: j.depth, node: j.node.clone() })).collect();
+        out.sort_by_key(|&(id, _)| std::cmp::Reverse(id));
+        let mut jobs: Vec<Pending> = self.list.iter().cloned().collect();
+        jobs.extend(out.into_iter().map(|(_, p)| p));
+        jobs
     }
 
     fn pending_at(&self, i: usize) -> Option<&Pending> {

@@ -119,33 +119,35 @@ fn rendezvous_worker(registry: &Registry, args: &RunArgs, file: &Path, rank: u64
 fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
     let r = &args.remote;
     let token = r.token_file.as_deref().map(read_token).transpose()?;
-    let timeout = r.worker_timeout.map_or(Duration::from_secs(10), Duration::from_secs_f64);
-    if let Some(file) = &r.rendezvous {
+    let mut listen = if let Some(file) = &r.rendezvous {
         let generated = token.is_none();
         let mut listen = ListenOptions::new(r.listen.as_deref().unwrap_or("0.0.0.0:0"));
         listen.token = token.unwrap_or_else(|| bts_protocol::auth::nonce().to_vec());
         listen.address_file = Some(file.clone());
         listen.token_in_address_file = generated;
         listen.rendezvous = true;
-        listen.worker_timeout = timeout;
-        return Ok(Some(listen));
-    }
-    let Some(address) = &r.listen else {
-        if r.address_file.is_some() || r.worker_timeout.is_some() {
-            return Err(CliError::usage("--address-file and --worker-timeout need --listen ADDR"));
+        listen
+    } else {
+        let Some(address) = &r.listen else {
+            if r.address_file.is_some() || r.worker_timeout.is_some() {
+                return Err(CliError::usage("--address-file and --worker-timeout need --listen ADDR"));
+            }
+            return Ok(None);
+        };
+        let token = token.unwrap_or_default();
+        if token.is_empty() && !crate::remote::is_loopback(address) {
+            return Err(CliError::usage(format!(
+                "refusing to listen on {address} beyond loopback without a token: give --token-file F (the same file to the workers)"
+            )));
         }
-        return Ok(None);
+        let mut listen = ListenOptions::new(address);
+        listen.token = token;
+        listen.address_file = r.address_file.clone();
+        listen
     };
-    let token = token.unwrap_or_default();
-    if token.is_empty() && !crate::remote::is_loopback(address) {
-        return Err(CliError::usage(format!(
-            "refusing to listen on {address} beyond loopback without a token: give --token-file F (the same file to the workers)"
-        )));
+    if let Some(t) = r.worker_timeout {
+        listen.worker_timeout = Duration::from_secs_f64(t);
     }
-    let mut listen = ListenOptions::new(address);
-    listen.token = token;
-    listen.address_file = r.address_file.clone();
-    listen.worker_timeout = timeout;
     Ok(Some(listen))
 }
 
