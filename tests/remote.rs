@@ -72,9 +72,16 @@ fn worker(args: &[&str]) -> Child {
     bts_command().arg("worker").args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
 }
 
-fn worker_output(child: Child) -> (Option<i32>, String) {
-    let out = child.wait_with_output().unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+/// Waits (two minutes at most) for a worker to end: its exit code and log.
+fn worker_output(mut child: Child) -> (Option<i32>, String) {
+    let mut stderr = child.stderr.take().unwrap();
+    let log = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let status = wait_bounded(&mut child, Duration::from_secs(120));
+    (status.code(), log.join().unwrap())
 }
 
 fn token_file(dir: &Path, name: &str, token: &str) -> String {
@@ -524,5 +531,66 @@ fn a_silent_polling_process_is_dropped_and_the_run_rolled_back() {
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("silent for"), "{log}");
     assert_eq!(summary["outputs"], 365_596);
+    assert_records_once(&out, 365_596);
+}
+
+/// Ctrl-Z, a debugger or a batch system's suspend stops a worker for a while; when it goes on, so
+/// does its part of the run: the reads its stop interrupted are no error.
+fn a_suspended_remote_worker_carries_on(mode: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.txt");
+    let args = ["--mode", mode, "--workers", "0", "--time-limit", "60", "--output", out.to_str().unwrap()];
+    let master = Master::start(&[&args[..], &["queens", "--n", "14"]].concat());
+    let w = worker(&["--connect", &master.address, "--threads", "1"]);
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(150));
+        signal(&w, "-STOP");
+        std::thread::sleep(Duration::from_millis(200));
+        signal(&w, "-CONT");
+    }
+    let (code, summary, log) = master.finish();
+    let (worker_code, worker_log) = worker_output(w);
+    assert_eq!(code, Some(0), "{log}\n{worker_log}");
+    assert_eq!(worker_code, Some(0), "{worker_log}");
+    assert!(!log.contains("dropped") && !log.contains("back to the last snapshot"), "{log}");
+    // 14-queens has 365,596 solutions (OEIS A000170).
+    assert_eq!(summary["outputs"], 365_596);
+    assert_records_once(&out, 365_596);
+}
+
+#[test]
+fn a_suspended_remote_worker_carries_on_in_budget_mode() {
+    a_suspended_remote_worker_carries_on("budget");
+}
+
+#[test]
+fn a_suspended_remote_worker_carries_on_in_polling_mode() {
+    a_suspended_remote_worker_carries_on("polling");
+}
+
+/// A polling process that loses its master (here: the master is stopped for longer than workers
+/// wait for it) leaves as a lost process: its threads' stacks go with it, and the master, once it
+/// goes on, rolls the run back, never taking their departure for the end of their work; a worker
+/// that joins then completes the run exactly.
+#[test]
+fn polling_workers_that_give_up_on_the_master_are_rolled_back_not_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.txt");
+    let out_s = out.to_str().unwrap();
+    let args = ["--mode", "polling", "--workers", "0", "--worker-timeout", "1", "--output", out_s];
+    let master = Master::start(&[&args[..], &["queens", "--n", "14"]].concat());
+    let first = worker(&["--connect", &master.address, "--threads", "2"]);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&master.child, "-STOP");
+    // The worker gives up after a second of silence.
+    let (_, first_log) = worker_output(first);
+    signal(&master.child, "-CONT");
+    let second = worker(&["--connect", &master.address, "--threads", "2"]);
+    let (code, summary, log) = master.finish();
+    let (_, second_log) = worker_output(second);
+    assert!(first_log.contains("no word from the master"), "{first_log}");
+    assert_eq!(code, Some(0), "{log}\n{second_log}");
+    assert_eq!(summary["complete"], true, "{summary}");
+    assert_eq!(summary["outputs"], 365_596, "{log}");
     assert_records_once(&out, 365_596);
 }

@@ -280,7 +280,8 @@ fn read_exact_until(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -
     Ok(())
 }
 
-/// One read that gives up at `deadline`; a closed connection is an error.
+/// One read that gives up at `deadline`; a closed connection is an error, an interrupted read
+/// reads nothing.
 fn read_until(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Result<usize, String> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
@@ -289,6 +290,8 @@ fn read_until(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Resu
     stream.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
     match stream.read(buf) {
         Ok(0) => Err("closed during the handshake".into()),
+        // A stop signal interrupted the read: the caller reads again.
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
         Ok(n) => Ok(n),
         Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
             Err("the handshake took too long".into())
@@ -352,6 +355,8 @@ fn read_frames(
         match (&*stream).read(&mut buf) {
             Ok(0) => return Ended::Closed,
             Ok(n) => decoder.feed(&buf[..n]),
+            // A stop signal (Ctrl-Z, a debugger, a batch system's suspend) interrupts the read.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                 return Ended::Broken(format!("silent for {:.1} s", silence.as_secs_f64()));
             }

@@ -26,7 +26,9 @@
 //! (the start of the run, or the last pause); it then moves every worker to a new epoch (messages
 //! of the old one are dropped), has them drop their stacks, rolls the totals back to the snapshot
 //! (the driver cuts the output back to the snapshot's length) and hands the snapshot's nodes out
-//! again. Only the work since the last snapshot is done twice, and it is counted once.
+//! again. Only the work since the last snapshot is done twice, and it is counted once. A worker
+//! that reports `Finished` before the coordinator told it to finish is lost the same way: in a
+//! distributed run only the coordinator decides the end, so such a worker dropped its stack.
 
 use crate::joblist::deal;
 use crate::scheduler::{Outcome, StopReason, Totals};
@@ -298,6 +300,13 @@ impl Coordinator {
     pub fn handle(&mut self, report: PollReport) {
         let worker = report_worker(&report);
         let slot_ok = self.slots.get(worker as usize).is_some_and(|s| s.live());
+        if slot_ok && matches!(report, PollReport::Finished { .. }) && self.waves.is_some() && self.ending.is_none() {
+            // Only the coordinator ends a distributed run: a worker that finishes untold (its
+            // process hit an error) dropped its stack, so it is lost, whatever it says.
+            tracing::warn!(worker, "a worker left the run on its own: back to the last snapshot");
+            self.remove_workers(worker, 1);
+            return;
+        }
         let resetting = self.reset.as_ref().is_some_and(|r| r.waiting.contains(&worker));
         if !slot_ok || (resetting && !matches!(report, PollReport::ResetDone { .. })) {
             // A worker of a lost process, or a report of the epoch being rolled back.

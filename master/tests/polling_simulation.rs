@@ -1581,14 +1581,11 @@ impl<'w, 't> Sim<'w, 't> {
         if self.kills < p.max_kills && !alive.is_empty() {
             self.kills += 1;
             let victim = alive[self.rng.below(alive.len() as u64) as usize];
-            let process = &mut self.processes[victim];
-            process.alive = false;
-            // Its messages under way from a random point on are lost.
-            process.cut = if self.rng.chance(0.3) { self.now } else { self.now + self.rng.below(2 * p.net_jitter) };
-            let now = self.now;
-            self.world.note(now, || format!("process {victim} dies"));
-            let noticed = self.now + self.rng.range(1, 500) * US;
-            self.at(noticed, Ev::Left(victim));
+            if self.rng.chance(0.4) {
+                self.error_out(victim);
+            } else {
+                self.die(victim);
+            }
             if self.rng.chance(0.7) {
                 let at = self.now + self.rng.range(1, 3000) * US;
                 self.at(at, Ev::Join);
@@ -1598,6 +1595,44 @@ impl<'w, 't> Sim<'w, 't> {
             let at = self.now + self.rng.range(1, p.kill_every);
             self.at(at, Ev::Kill);
         }
+    }
+
+    /// The process dies at once (kill -9, a crash of its machine).
+    fn die(&mut self, victim: usize) {
+        let jitter = self.world.params.net_jitter;
+        // Its messages under way from a random point on are lost.
+        let cut = if self.rng.chance(0.3) { self.now } else { self.now + self.rng.below(2 * jitter) };
+        let process = &mut self.processes[victim];
+        process.alive = false;
+        process.cut = cut;
+        let now = self.now;
+        self.world.note(now, || format!("process {victim} dies"));
+        let noticed = self.now + self.rng.range(1, 500) * US;
+        self.at(noticed, Ev::Left(victim));
+    }
+
+    /// The process hits an error (its connection to the master failed, say) and its workers stop
+    /// as if told to finish: each reports `Finished` with what it did since its last report, its
+    /// stack dropped, and then the connection closes. The coordinator must not take that for the
+    /// end of their work.
+    fn error_out(&mut self, victim: usize) {
+        let now = self.now;
+        self.world.note(now, || format!("process {victim} errs out: its workers finish untold"));
+        let mut reports = Vec::new();
+        for worker in &mut self.processes[victim].workers {
+            if worker.mode != Mode::Done {
+                worker.finish();
+                reports.extend(std::mem::take(&mut worker.effects));
+            }
+        }
+        self.processes[victim].alive = false;
+        for (at, effect) in reports {
+            if let Effect::Report(report, ids) = effect {
+                self.travel(victim, MASTER, at, Ev::ToMaster(victim, Up::Report(report, ids)));
+            }
+        }
+        // The master reads every report before it sees the connection close.
+        self.travel(victim, MASTER, now, Ev::Left(victim));
     }
 
     fn left(&mut self, p: usize) {

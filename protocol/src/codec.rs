@@ -49,9 +49,12 @@ pub fn read_frame<T: DeserializeOwned>(reader: &mut impl Read, decoder: &mut Fra
         if let Some(frame) = decoder.decode::<T>().map_err(io::Error::other)? {
             return Ok(frame);
         }
-        match reader.read(&mut buf)? {
-            0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer hung up")),
-            n => decoder.feed(&buf[..n]),
+        match reader.read(&mut buf) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer hung up")),
+            Ok(n) => decoder.feed(&buf[..n]),
+            // A stop signal interrupts reads on sockets with a timeout: not an error.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
 }

@@ -269,8 +269,9 @@ fn serve(mut stream: TcpStream, token: &[u8], router: &Router) {
             }
         }
         match stream.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => decoder.feed(&buf[..n]),
+            Ok(n) if n > 0 => decoder.feed(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Ok(_) | Err(_) => return,
         }
     }
 }

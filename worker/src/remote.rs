@@ -232,7 +232,12 @@ impl PollingProcess<'_> {
                 break;
             }
         }
-        // Whatever happened, the threads go.
+        // Whatever happened, the threads go. After an error, the master must see this process as
+        // lost (it rolls the run back), never hear its threads report that they finished: their
+        // stacks go with them. So the connection closes first.
+        if result.is_err() {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
         for w in 0..self.threads {
             router.deliver_local(first + w, PeerMsg::Finish);
         }
@@ -287,6 +292,8 @@ fn next_frame(
         match (&*stream).read(&mut buf) {
             Ok(0) => return Ok(None),
             Ok(n) => decoder.feed(&buf[..n]),
+            // A stop signal (Ctrl-Z, a debugger, a batch system's suspend) interrupts the read.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                 return Err(RemoteError::Lost(format!(
                     "no word from the master for {:.0} s: it is gone or unreachable",
