@@ -9,6 +9,7 @@
 use crate::driver::{Event, Link, ProcessLink};
 use crate::scheduler::WorkerId;
 use bts_protocol::codec::{FrameDecoder, encode_frame, write_frame};
+use bts_protocol::handshakes::{Handshakes, InHandshake, MAX_HANDSHAKES};
 use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION, local_address};
 use bts_protocol::{MasterFrame, Preamble, ToWorker, Welcome, WorkerFrame, auth};
@@ -28,7 +29,8 @@ pub struct NetConfig {
     pub token: Vec<u8>,
     /// What every worker is told after the handshake.
     pub welcome: Welcome,
-    /// Connections beyond this many at once are refused.
+    /// Workers' connections beyond this many at once are refused (connections still in their
+    /// handshake are bounded apart, see [`Handshakes`]).
     pub max_connections: usize,
     /// A peer must complete the handshake within this time.
     pub handshake_timeout: Duration,
@@ -61,6 +63,7 @@ impl Server {
             events,
             ids: Arc::new(AtomicU64::new(first_id)),
             active: Arc::new(AtomicUsize::new(0)),
+            handshakes: Handshakes::new(MAX_HANDSHAKES),
             writers: Arc::clone(&writers),
         };
         let stop_flag = Arc::clone(&stop);
@@ -100,7 +103,9 @@ struct Shared {
     config: Arc<NetConfig>,
     events: Sender<Event>,
     ids: Arc<AtomicU64>,
+    /// Authenticated connections.
     active: Arc<AtomicUsize>,
+    handshakes: Arc<Handshakes>,
     writers: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
@@ -114,9 +119,9 @@ impl Drop for Active {
 }
 
 fn accept_loop(listener: TcpListener, shared: Shared, stop: Arc<AtomicBool>) {
-    // Refusals are logged at most once a second, with how many there were.
-    let mut refused = 0u64;
-    let mut last_refusal_log: Option<Instant> = None;
+    // Evictions are logged at most once a second, with how many there were.
+    let mut evicted = 0u64;
+    let mut last_eviction_log: Option<Instant> = None;
     for stream in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             return;
@@ -130,32 +135,34 @@ fn accept_loop(listener: TcpListener, shared: Shared, stop: Arc<AtomicBool>) {
             }
         };
         let peer = stream.peer_addr().map_or_else(|_| "an unknown peer".to_string(), |a| a.to_string());
-        if shared.active.fetch_add(1, Ordering::SeqCst) >= shared.config.max_connections {
-            shared.active.fetch_sub(1, Ordering::SeqCst);
-            refused += 1;
-            if last_refusal_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                let max = shared.config.max_connections;
-                tracing::warn!(%peer, "refused: already {max} connections ({refused} refused since the last such line)");
-                refused = 0;
-                last_refusal_log = Some(Instant::now());
+        let (in_handshake, made_room) = shared.handshakes.admit(&stream);
+        if made_room {
+            evicted += 1;
+            if last_eviction_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                tracing::warn!(
+                    "{MAX_HANDSHAKES} connections in their handshake: the oldest dropped to make room \
+                     ({evicted} since the last such line)"
+                );
+                evicted = 0;
+                last_eviction_log = Some(Instant::now());
             }
-            continue;
         }
-        let active = Active(Arc::clone(&shared.active));
         let shared = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("bts-connection".into())
-            .spawn(move || serve_connection(stream, &peer, &shared, active));
+            .spawn(move || serve_connection(stream, &peer, &shared, in_handshake));
         if let Err(e) = spawned {
             tracing::warn!("cannot start a connection thread: {e}");
         }
     }
 }
 
-fn serve_connection(mut stream: TcpStream, peer: &str, shared: &Shared, _active: Active) {
+fn serve_connection(mut stream: TcpStream, peer: &str, shared: &Shared, in_handshake: InHandshake) {
     let _ = stream.set_nodelay(true);
     let config = &shared.config;
-    let (threads, peer_address, mut decoder) = match handshake(&mut stream, config) {
+    let handshake = handshake(&mut stream, config);
+    drop(in_handshake);
+    let (threads, peer_address, mut decoder) = match handshake {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(%peer, "connection dropped: {e}");
@@ -163,6 +170,17 @@ fn serve_connection(mut stream: TcpStream, peer: &str, shared: &Shared, _active:
             return;
         }
     };
+    // Slots are for authenticated workers only: strangers cannot take them.
+    if shared.active.fetch_add(1, Ordering::SeqCst) >= config.max_connections {
+        shared.active.fetch_sub(1, Ordering::SeqCst);
+        let max = config.max_connections;
+        tracing::warn!(%peer, "refused: already {max} workers' connections");
+        let reason = format!("the master already serves {max} connections of workers");
+        let _ = send_frame(&mut stream, &MasterFrame::Refused { reason });
+        let _ = stream.shutdown(Shutdown::Both);
+        return;
+    }
+    let _active = Active(Arc::clone(&shared.active));
     let polling = matches!(config.welcome.mode, WireMode::Polling { .. });
     let silence = Duration::from_millis(config.welcome.silence_ms);
     let stream = Arc::new(stream);
@@ -234,7 +252,7 @@ fn handshake(stream: &mut TcpStream, config: &NetConfig) -> Result<(u32, Option<
     if theirs.version != PROTOCOL_VERSION {
         return Err(format!("it speaks protocol version {}, this master version {PROTOCOL_VERSION}", theirs.version));
     }
-    let mut decoder = FrameDecoder::new();
+    let mut decoder = FrameDecoder::handshake();
     let (threads, worker_nonce, peer_address) = match read_frame::<WorkerFrame>(stream, &mut decoder, deadline)? {
         WorkerFrame::Hello { threads, nonce, peer_address } if (1..=MAX_THREADS).contains(&threads) => {
             (threads, nonce, peer_address)
@@ -249,7 +267,9 @@ fn handshake(stream: &mut TcpStream, config: &NetConfig) -> Result<(u32, Option<
         format!("{e}, after the challenge (the worker does not accept this master's token: they differ)")
     })?;
     match answer {
-        WorkerFrame::Auth { tag } if auth::verify_worker(&config.token, &master_nonce, &worker_nonce, &tag) => {}
+        WorkerFrame::Auth { tag } if auth::verify_worker(&config.token, &master_nonce, &worker_nonce, &tag) => {
+            decoder.authenticated();
+        }
         WorkerFrame::Auth { .. } => {
             let _ = send_frame(stream, &MasterFrame::Refused { reason: "wrong token".into() });
             return Err("wrong token".into());

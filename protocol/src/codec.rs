@@ -8,10 +8,14 @@ use std::io::{self, Read, Write};
 /// The largest frame accepted: 64 MiB.
 pub const MAX_FRAME: usize = 64 << 20;
 
+/// The largest frame accepted from a peer that has not proved the token yet: handshake frames are
+/// a few dozen bytes, and a stranger must not make a server hold megabytes.
+pub const HANDSHAKE_FRAME: usize = 4 << 10;
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FrameError {
-    #[error("frame of {0} bytes is larger than the limit of {MAX_FRAME}")]
-    TooLarge(u64),
+    #[error("frame of {len} bytes is larger than the limit of {limit}")]
+    TooLarge { len: u64, limit: usize },
     #[error("undecodable frame: {0}")]
     Decode(String),
 }
@@ -28,7 +32,7 @@ pub fn encode_frame<T: Serialize>(message: &T, out: &mut Vec<u8>) -> Result<(), 
     }
     if len > MAX_FRAME {
         out.truncate(start);
-        return Err(FrameError::TooLarge(len as u64));
+        return Err(FrameError::TooLarge { len: len as u64, limit: MAX_FRAME });
     }
     out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
     Ok(())
@@ -60,16 +64,36 @@ pub fn read_frame<T: DeserializeOwned>(reader: &mut impl Read, decoder: &mut Fra
 }
 
 /// Collects bytes as they arrive and cuts them into frames.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FrameDecoder {
     buf: Vec<u8>,
     /// Bytes of `buf` already consumed.
     start: usize,
+    /// The largest frame accepted.
+    limit: usize,
+}
+
+impl Default for FrameDecoder {
+    fn default() -> Self {
+        Self { buf: Vec::new(), start: 0, limit: MAX_FRAME }
+    }
 }
 
 impl FrameDecoder {
+    /// A decoder of frames up to [`MAX_FRAME`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A decoder for a handshake: frames up to [`HANDSHAKE_FRAME`] until
+    /// [`authenticated`](Self::authenticated).
+    pub fn handshake() -> Self {
+        Self { limit: HANDSHAKE_FRAME, ..Self::default() }
+    }
+
+    /// The peer proved the token: frames up to [`MAX_FRAME`] from now on.
+    pub fn authenticated(&mut self) {
+        self.limit = MAX_FRAME;
     }
 
     /// Adds bytes read from the peer.
@@ -89,8 +113,8 @@ impl FrameDecoder {
             return Ok(None);
         }
         let len = u32::from_le_bytes(pending[..4].try_into().expect("4 bytes")) as usize;
-        if len > MAX_FRAME {
-            return Err(FrameError::TooLarge(len as u64));
+        if len > self.limit {
+            return Err(FrameError::TooLarge { len: len as u64, limit: self.limit });
         }
         if pending.len() < 4 + len {
             return Ok(None);
@@ -181,10 +205,31 @@ mod tests {
     fn an_oversized_length_is_refused_before_its_bytes_arrive() {
         let mut d = FrameDecoder::new();
         d.feed(&u32::MAX.to_le_bytes());
-        assert_eq!(d.decode::<WorkerFrame>(), Err(FrameError::TooLarge(u32::MAX as u64)));
+        assert_eq!(d.decode::<WorkerFrame>(), Err(FrameError::TooLarge { len: u32::MAX as u64, limit: MAX_FRAME }));
         let mut d = FrameDecoder::new();
         d.feed(b"GET / HTTP/1.1\r\n");
-        assert!(matches!(d.decode::<WorkerFrame>(), Err(FrameError::TooLarge(_))));
+        assert!(matches!(d.decode::<WorkerFrame>(), Err(FrameError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn before_the_token_is_proved_only_handshake_sized_frames_pass() {
+        let len = HANDSHAKE_FRAME as u32 + 1;
+        let mut d = FrameDecoder::handshake();
+        d.feed(&len.to_le_bytes());
+        let refused = Err(FrameError::TooLarge { len: u64::from(len), limit: HANDSHAKE_FRAME });
+        assert_eq!(d.decode::<WorkerFrame>(), refused);
+        // Once authenticated, the same length is only a frame still arriving.
+        let mut d = FrameDecoder::handshake();
+        d.feed(&len.to_le_bytes());
+        d.authenticated();
+        assert_eq!(d.decode::<WorkerFrame>(), Ok(None));
+        // Every handshake frame fits.
+        let hello = WorkerFrame::Hello { threads: 4096, nonce: [7; 32], peer_address: Some("x".repeat(300)) };
+        let mut bytes = Vec::new();
+        encode_frame(&hello, &mut bytes).unwrap();
+        let mut d = FrameDecoder::handshake();
+        d.feed(&bytes);
+        assert_eq!(d.decode::<WorkerFrame>(), Ok(Some(hello)));
     }
 
     #[test]
@@ -200,7 +245,7 @@ mod tests {
             }]),
         };
         let mut out = vec![1, 2, 3];
-        assert!(matches!(encode_frame(&big, &mut out), Err(FrameError::TooLarge(_))));
+        assert!(matches!(encode_frame(&big, &mut out), Err(FrameError::TooLarge { .. })));
         assert_eq!(out, vec![1, 2, 3]);
     }
 

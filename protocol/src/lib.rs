@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod codec;
+pub mod handshakes;
 mod job;
 mod message;
 mod node;

@@ -9,6 +9,7 @@
 
 use crate::polling::Peers;
 use bts_protocol::codec::{FrameDecoder, encode_frame, read_frame, write_frame};
+use bts_protocol::handshakes::{Handshakes, InHandshake, MAX_HANDSHAKES};
 use bts_protocol::polling::PeerMsg;
 use bts_protocol::wire::{PREAMBLE_LEN, local_address};
 use bts_protocol::{PeerEntry, PeerFrame, Preamble, auth};
@@ -183,7 +184,7 @@ fn dial(address: &str, token: &[u8], me: Option<PeerEntry>) -> io::Result<TcpStr
     if Preamble::parse(&preamble) != Some(Preamble::CURRENT) {
         return Err(io::Error::other(format!("{address} is not a bts peer of this version")));
     }
-    let mut decoder = FrameDecoder::new();
+    let mut decoder = FrameDecoder::handshake();
     let PeerFrame::Challenge { nonce: theirs, tag } = read_frame(&mut stream, &mut decoder)? else {
         return Err(io::Error::other("the peer broke the handshake"));
     };
@@ -211,14 +212,17 @@ impl PeerServer {
         let token = Arc::new(token);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
+        let handshakes = Handshakes::new(MAX_HANDSHAKES);
         std::thread::Builder::new().name("bts-peer-accept".into()).spawn(move || {
             for stream in listener.incoming().flatten() {
                 if stopped.load(std::sync::atomic::Ordering::SeqCst) {
                     return;
                 }
+                let (in_handshake, _) = handshakes.admit(&stream);
                 let (token, router) = (Arc::clone(&token), Arc::clone(&router));
-                let _ =
-                    std::thread::Builder::new().name("bts-peer".into()).spawn(move || serve(stream, &token, &router));
+                let _ = std::thread::Builder::new()
+                    .name("bts-peer".into())
+                    .spawn(move || serve(stream, &token, &router, in_handshake));
             }
         })?;
         Ok(Self { address, stop })
@@ -238,15 +242,18 @@ impl Drop for PeerServer {
     }
 }
 
-fn serve(mut stream: TcpStream, token: &[u8], router: &Router) {
+fn serve(mut stream: TcpStream, token: &[u8], router: &Router, in_handshake: InHandshake) {
     let peer = stream.peer_addr().map_or_else(|_| "an unknown peer".into(), |a| a.to_string());
     let _ = stream.set_nodelay(true);
-    let mut decoder = FrameDecoder::new();
-    if let Err(e) = accept_handshake(&mut stream, token, &mut decoder) {
+    let mut decoder = FrameDecoder::handshake();
+    let handshake = accept_handshake(&mut stream, token, &mut decoder);
+    drop(in_handshake);
+    if let Err(e) = handshake {
         tracing::warn!(%peer, "peer connection dropped: {e}");
         let _ = stream.shutdown(Shutdown::Both);
         return;
     }
+    decoder.authenticated();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         loop {
@@ -367,6 +374,31 @@ mod tests {
         let (router, _local) = router(b"t", server.address());
         router.send(5, PeerMsg::Finish);
         assert_eq!(remote.recv_timeout(WAIT).unwrap(), PeerMsg::Finish);
+    }
+
+    /// Strangers that connect and say nothing, or announce a huge frame before proving the token,
+    /// neither hold memory nor lock a real peer out.
+    #[test]
+    fn idle_strangers_and_huge_handshake_frames_do_not_lock_peers_out() {
+        let (server, remote) = process(b"t");
+        let idle: Vec<TcpStream> =
+            (0..3 * MAX_HANDSHAKES).filter_map(|_| TcpStream::connect(server.address()).ok()).collect();
+        assert_eq!(idle.len(), 3 * MAX_HANDSHAKES);
+        let mut greedy = TcpStream::connect(server.address()).unwrap();
+        greedy.set_read_timeout(Some(WAIT)).unwrap();
+        greedy.write_all(&Preamble::CURRENT.to_bytes()).unwrap();
+        greedy.write_all(&(64u32 << 20).to_le_bytes()).unwrap();
+        let mut buf = [0u8; 64];
+        let mut answer = Vec::new();
+        // The server sends its preamble, then hangs up instead of waiting for 64 MiB.
+        while let Ok(n @ 1..) = greedy.read(&mut buf) {
+            answer.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(answer.len(), PREAMBLE_LEN, "the server waited for the frame or answered it");
+        let (router, _local) = router(b"t", server.address());
+        router.send(5, PeerMsg::Finish);
+        assert_eq!(remote.recv_timeout(WAIT).unwrap(), PeerMsg::Finish);
+        drop(idle);
     }
 
     #[test]

@@ -462,9 +462,13 @@ fn handshake(
             theirs.version
         )));
     }
-    let mut decoder = FrameDecoder::new();
+    // Until the master proves the token, it is a stranger: small frames only.
+    let mut decoder = FrameDecoder::handshake();
     let master_nonce = match read_frame(stream, &mut decoder)? {
-        MasterFrame::Challenge { nonce, tag } if auth::verify_master(token, &worker_nonce, &nonce, &tag) => nonce,
+        MasterFrame::Challenge { nonce, tag } if auth::verify_master(token, &worker_nonce, &nonce, &tag) => {
+            decoder.authenticated();
+            nonce
+        }
         MasterFrame::Challenge { .. } => {
             return Err(RemoteError::Refused("wrong token: the master does not prove the same token".into()));
         }
