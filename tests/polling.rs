@@ -130,6 +130,22 @@ fn the_node_limit_is_exact_and_the_rest_resumes() {
     assert_eq!(s["mode"], "polling");
 }
 
+/// A node limit equal to the tree's size stops nothing: the run is complete, as its checkpoint says.
+#[test]
+fn a_node_limit_equal_to_the_tree_size_completes_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("all.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    let args = ["run", "--mode", "polling", "--workers", "2", "--checkpoint", ck_s, "--node-limit", "4130071"];
+    let o = bts(&[&args[..], &["--summary-json", "-", "uts", "--preset", "T1"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&o);
+    published_t1(&s);
+    assert_eq!((s["complete"].as_bool(), s["outcome"].as_str()), (Some(true), Some("complete")), "{s}");
+    let o = bts(&["inspect", ck_s]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("complete"), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
 #[test]
 fn checkpoints_resume_in_either_mode() {
     let dir = tempfile::tempdir().unwrap();

@@ -470,8 +470,13 @@ impl Coordinator {
         }
     }
 
-    /// Ends the run as `outcome` once every worker has finished.
+    /// Ends the run as `outcome` once every worker has finished. A stop whose snapshot holds no
+    /// node (a node limit equal to the tree's size, say) is the end of the run.
     pub fn finish(&mut self, outcome: Outcome) {
+        let outcome = match outcome {
+            Outcome::Stopped(_) if self.snapshot.as_ref().is_some_and(Vec::is_empty) => Outcome::Complete,
+            other => other,
+        };
         self.ending.get_or_insert(outcome);
         for (w, slot) in self.slots.iter().enumerate() {
             if matches!(slot.state, State::Running | State::Paused { .. }) {

@@ -357,9 +357,8 @@ impl Worker<'_> {
     fn work(&mut self) -> Option<Stop> {
         let n = self.shared.reserve(self.interval);
         if n == 0 {
-            // The node limit is reached: wait for the coordinator to pause the run.
             self.send_progress();
-            return self.wait_for_coordinator();
+            return self.wait_at_limit();
         }
         let started = Instant::now();
         let done = match self.stack.work(n) {
@@ -392,6 +391,29 @@ impl Worker<'_> {
                 }
                 Err(TryRecvError::Empty) => return None,
                 Err(TryRecvError::Disconnected) => return Some(Stop::Gone),
+            }
+        }
+    }
+
+    /// The node limit is taken: waits for the coordinator to pause the run. Nodes another worker
+    /// reserved but did not visit come back to the limit, so it looks again every millisecond:
+    /// the run may need this worker's nodes to reach its limit.
+    fn wait_at_limit(&mut self) -> Option<Stop> {
+        loop {
+            match self.inbox.recv_timeout(Duration::from_millis(1)) {
+                Ok(m) => {
+                    if let Some(stop) = self.handle(m) {
+                        return Some(stop);
+                    }
+                    if self.stack.is_empty() {
+                        return None;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Some(Stop::Gone),
+            }
+            if self.shared.remaining.load(Ordering::Relaxed) > 0 {
+                return None;
             }
         }
     }
@@ -655,6 +677,47 @@ mod tests {
             out.push_str(&node.to_string());
             true
         }
+    }
+
+    /// A worker that finds the node limit taken carries on once nodes come back to it (another
+    /// worker reserved more than it could visit), instead of waiting for a pause that the run,
+    /// short of its limit, never asks for.
+    #[test]
+    fn a_worker_at_the_node_limit_carries_on_when_nodes_come_back() {
+        let searcher = TreeSearcher::new(Complete { b: 2, h: 2 });
+        let root = Returned { depth: 0, node: searcher.root().unwrap() };
+        let stack = searcher.stack_worker(RunnerSettings::default()).unwrap();
+        let (tx, inbox) = std::sync::mpsc::channel();
+        let shared = Arc::new(Shared {
+            peers: Box::new(vec![tx]),
+            termination: Termination::Counter(AtomicUsize::new(1)),
+            remaining: AtomicU64::new(0),
+            rule: SplitRule::Alternate,
+        });
+        let (reports_tx, reports) = std::sync::mpsc::channel();
+        let worker = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || {
+                let mut report = |r| reports_tx.send(r).is_ok();
+                run_polling_worker(0, stack, Start::Nodes(vec![root]), inbox, shared, &mut report, 1);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        // Another worker gives back the nodes it reserved.
+        shared.remaining.store(7, Ordering::Relaxed);
+        let mut visited = 0;
+        while let Ok(r) = reports.recv_timeout(Duration::from_secs(5)) {
+            match r {
+                PollReport::Progress { progress, .. } => visited += progress.visited,
+                PollReport::Finished { progress, .. } => {
+                    visited += progress.visited;
+                    break;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(visited, 7, "the worker did not carry on");
+        worker.join().unwrap();
     }
 
     /// Every worker's selective start, then every stack worked to the end: each node is counted
