@@ -253,3 +253,153 @@ fn log_lines_go_to_the_log_tagged_with_the_worker() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("hello from the root") && stderr(&o).contains("logger.sh#0"), "{}", stderr(&o));
 }
+
+/// Writes an executable script.
+fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// Nodes are bytes: a node that is not UTF-8, or ends in a carriage return, reaches the program
+/// that continues it exactly as the program that returned it wrote it, in both modes.
+#[test]
+fn nodes_and_records_travel_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "bytes.py",
+        r#"#!/usr/bin/env python3
+import os, sys
+def job(node, argument):
+    assert argument is None or argument == node, (argument, node)
+    out = sys.stdout.buffer
+    if node == b"root":
+        out.write(b"unexplored 1 \xff\r\nunexplored 1 a\xfe b\n")
+    out.write(b"out " + node.hex().encode() + b"\ndone 1\n")
+    out.flush()
+if sys.argv[1] == "persistent":
+    for line in sys.stdin.buffer:
+        job(line[:-1].split(b" ", 4)[4], None)
+else:
+    job(os.environb[b"BTS_NODE"], os.fsencode(sys.argv[2]))
+"#,
+    );
+    let expected = sorted(&format!("{}\nff0d\n61fe2062\n", hex(b"root")));
+    for persistent in [true, false] {
+        let mut args = vec!["run", "--workers", "2", "--budget", "1", "--fixed-budget", "exec"];
+        if persistent {
+            args.push("--persistent");
+        }
+        args.extend_from_slice(&["--", program.to_str().unwrap()]);
+        args.extend_from_slice(if persistent { &["persistent"] } else { &["oneshot", "{node}"] });
+        let o = bts(&args);
+        assert_eq!(o.status.code(), Some(0), "persistent: {persistent}: {}", stderr(&o));
+        assert_eq!(sorted(&String::from_utf8(o.stdout).unwrap()), expected, "persistent: {persistent}");
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A persistent program that numbers its answers (`done ... job=<n>`) has each checked against its
+/// job: a late, repeated `done` fails the job it would have answered, which is then done again on a
+/// fresh process, and the run is exact.
+#[test]
+fn a_late_repeated_done_cannot_answer_the_next_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("repeated");
+    let program = script(
+        dir.path(),
+        "twice.py",
+        r#"#!/usr/bin/env python3
+import os, sys, time
+marker, n = sys.argv[1], 0
+for line in sys.stdin:
+    n += 1
+    node = line.rstrip("\n").split(" ", 4)[4]
+    if node == "root":
+        for i in range(10): print(f"unexplored 1 n{i}")
+    elif "." not in node:
+        for i in range(5): print(f"unexplored 2 {node}.{i}")
+    else:
+        print(f"out {node}")
+    print(f"done 1 job={n}", flush=True)
+    if node == "n7" and not os.path.exists(marker):
+        open(marker, "w").close()
+        time.sleep(0.3)
+        print(f"done 1 job={n}", flush=True)
+"#,
+    );
+    let args = ["run", "--workers", "1", "--budget", "1", "--fixed-budget", "--summary-json", "-", "exec"];
+    let o = bts(&[&args[..], &["--persistent", "--", program.to_str().unwrap(), marker.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(marker.exists(), "the program never repeated itself");
+    assert!(stderr(&o).contains("a `done` for job"), "{}", stderr(&o));
+    let s = summary(&o);
+    // 1 + 10 + 50 nodes, the 50 leaves each a record.
+    assert_eq!((s["nodes"].as_u64(), s["outputs"].as_u64()), (Some(61), Some(50)), "{s}");
+}
+
+/// A one-shot job ends at its `done` and the program's exit: what the program left running in the
+/// background is killed with its process group, even while it holds the program's stdout open (it
+/// used to hold every job until its timeout); something that escaped the group is reported.
+#[test]
+fn one_shot_jobs_end_at_done_and_exit_whatever_the_program_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "helper.sh",
+        r#"#!/bin/sh
+case "$BTS_NODE" in
+root) i=0; while [ $i -lt 6 ]; do echo "unexplored 1 n$i"; i=$((i+1)); done
+      setsid sleep 3 & ;;
+*) echo "out $BTS_NODE"; sleep 30 & ;;
+esac
+echo "done 1"
+"#,
+    );
+    let args = ["run", "--workers", "2", "--budget", "1", "--fixed-budget", "--summary-json", "-", "exec"];
+    let o = bts(&[&args[..], &["--job-timeout", "20", "--", program.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&o);
+    assert_eq!((s["nodes"].as_u64(), s["outputs"].as_u64()), (Some(7), Some(6)), "{s}");
+    assert!(s["elapsed_s"].as_f64().unwrap() < 15.0, "jobs waited for their background helpers: {s}");
+    assert!(stderr(&o).contains("left its process group"), "{}", stderr(&o));
+}
+
+/// A program that floods bts with records before its `done` fails its job clearly instead of
+/// growing bts's memory without bound.
+#[test]
+fn a_job_that_answers_without_end_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "flood.py",
+        "#!/usr/bin/env python3\nimport sys\nline = b'out ' + b'y' * (1 << 20) + b'\\n'\nwhile True: sys.stdout.buffer.write(line)\n",
+    );
+    let o = bts(&["run", "--workers", "1", "exec", "--retries", "0", "--", program.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("more than 256 MiB of records and nodes before its `done`"), "{}", stderr(&o));
+}
+
+/// Reports that would overflow the run's totals fail their job: the run stops with an error
+/// instead of wrapping around or crashing.
+#[test]
+fn a_done_that_would_overflow_the_totals_fails_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "huge.sh",
+        "#!/bin/sh\nif [ \"$BTS_NODE\" = root ]; then echo 'unexplored 1 a'; echo 'unexplored 1 b'; echo 'done 1'; \
+         else echo 'done 18446744073709551615'; fi\n",
+    );
+    let args = ["run", "--workers", "1", "--budget", "inf", "--fixed-budget", "--summary-json", "-", "exec"];
+    let o = bts(&[&args[..], &["--", program.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("would overflow the run's totals"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}

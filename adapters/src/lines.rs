@@ -1,49 +1,63 @@
 //! The line protocol of `bts run exec` (see ARCHITECTURE.md, "Legacy programs"): the job line bts
-//! writes and the lines a program answers with.
+//! writes and the lines a program answers with. Lines are bytes: records and nodes are carried
+//! exactly as the program wrote them, whatever their encoding.
 
 use bts_protocol::{Budget, Job};
-use std::fmt::Write;
 
 /// A line from the program.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Line<'a> {
     /// `out <text>`: an output record.
-    Out(&'a str),
+    Out(&'a [u8]),
     /// `unexplored <depth> <node>`: a node generated but not visited.
-    Unexplored { depth: u32, node: &'a str },
-    /// `done <visited> [leaves=<n>] [max_depth=<n>]`: the job is finished.
-    Done { visited: u64, leaves: Option<u64>, max_depth: Option<u32> },
+    Unexplored { depth: u32, node: &'a [u8] },
+    /// `done <visited> [leaves=<n>] [max_depth=<n>] [job=<n>]`: the job is finished. `job` is
+    /// the number of jobs the process has been given, counting from 1, when it says.
+    Done { visited: u64, leaves: Option<u64>, max_depth: Option<u32>, job: Option<u64> },
     /// `log <text>`: a message for bts's log.
-    Log(&'a str),
+    Log(&'a [u8]),
 }
 
 /// Parses one line (without its newline); `None` if it is not a protocol line.
-pub fn parse(line: &str) -> Option<Line<'_>> {
-    let line = line.strip_suffix('\r').unwrap_or(line);
-    let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+pub fn parse(line: &[u8]) -> Option<Line<'_>> {
+    let (word, rest) = split_once(line, b' ').unwrap_or((line, b""));
     match word {
-        "out" => Some(Line::Out(rest)),
-        "log" => Some(Line::Log(rest)),
-        "unexplored" => {
-            let (depth, node) = rest.split_once(' ')?;
-            Some(Line::Unexplored { depth: depth.parse().ok()?, node })
+        b"out" => Some(Line::Out(rest)),
+        b"log" => Some(Line::Log(rest)),
+        b"unexplored" => {
+            let (depth, node) = split_once(rest, b' ')?;
+            Some(Line::Unexplored { depth: number(depth)?, node })
         }
-        "done" => {
+        // The numbers of `done` are text; a program that ends its lines with \r\n is understood.
+        b"done" | b"done\r" => {
+            let rest = std::str::from_utf8(rest).ok()?;
+            let rest = rest.strip_suffix('\r').unwrap_or(rest);
             let mut parts = rest.split(' ').filter(|p| !p.is_empty());
             let visited = parts.next()?.parse().ok()?;
-            let (mut leaves, mut max_depth) = (None, None);
+            // leaves, max_depth and job, each at most once.
+            let mut fields = [None; 3];
             for p in parts {
                 let (key, value) = p.split_once('=')?;
-                match key {
-                    "leaves" if leaves.is_none() => leaves = Some(value.parse().ok()?),
-                    "max_depth" if max_depth.is_none() => max_depth = Some(value.parse().ok()?),
-                    _ => return None,
+                let i = ["leaves", "max_depth", "job"].iter().position(|&k| k == key)?;
+                if fields[i].replace(value.parse::<u64>().ok()?).is_some() {
+                    return None;
                 }
             }
-            Some(Line::Done { visited, leaves, max_depth })
+            let [leaves, max_depth, job] = fields;
+            let max_depth = max_depth.map(u32::try_from).transpose().ok()?;
+            Some(Line::Done { visited, leaves, max_depth, job })
         }
         _ => None,
     }
+}
+
+fn split_once(bytes: &[u8], at: u8) -> Option<(&[u8], &[u8])> {
+    let i = bytes.iter().position(|&b| b == at)?;
+    Some((&bytes[..i], &bytes[i + 1..]))
+}
+
+fn number<T: std::str::FromStr>(bytes: &[u8]) -> Option<T> {
+    std::str::from_utf8(bytes).ok()?.parse().ok()
 }
 
 /// `inf` or the number.
@@ -56,10 +70,14 @@ pub fn max_depth_text(d: Option<u32>) -> String {
 }
 
 /// The line that gives a persistent program its next job (with its newline).
-pub fn job_line(job: &Job, node: &str) -> String {
-    let mut s = String::with_capacity(32 + node.len());
-    let _ = writeln!(s, "job {} {} {} {node}", budget_text(job.budget), max_depth_text(job.max_depth), job.depth);
-    s
+pub fn job_line(job: &Job) -> Vec<u8> {
+    let node = job.node.as_slice();
+    let head = format!("job {} {} {} ", budget_text(job.budget), max_depth_text(job.max_depth), job.depth);
+    let mut line = Vec::with_capacity(head.len() + node.len() + 1);
+    line.extend_from_slice(head.as_bytes());
+    line.extend_from_slice(node);
+    line.push(b'\n');
+    line
 }
 
 #[cfg(test)]
@@ -67,19 +85,37 @@ mod tests {
     use super::*;
     use bts_protocol::{JobId, NodeBytes};
 
+    fn done(visited: u64, leaves: Option<u64>, max_depth: Option<u32>, job: Option<u64>) -> Option<Line<'static>> {
+        Some(Line::Done { visited, leaves, max_depth, job })
+    }
+
     #[test]
     fn protocol_lines_parse() {
-        assert_eq!(parse("out 1 2 3"), Some(Line::Out("1 2 3")));
-        assert_eq!(parse("out"), Some(Line::Out("")));
-        assert_eq!(parse("log hello world"), Some(Line::Log("hello world")));
-        assert_eq!(parse("unexplored 4 a b  c"), Some(Line::Unexplored { depth: 4, node: "a b  c" }));
-        assert_eq!(parse("unexplored 4 "), Some(Line::Unexplored { depth: 4, node: "" }));
-        assert_eq!(parse("done 17"), Some(Line::Done { visited: 17, leaves: None, max_depth: None }));
-        assert_eq!(
-            parse("done 17 leaves=3 max_depth=9\r"),
-            Some(Line::Done { visited: 17, leaves: Some(3), max_depth: Some(9) })
-        );
-        assert_eq!(parse("done 5 max_depth=2"), Some(Line::Done { visited: 5, leaves: None, max_depth: Some(2) }));
+        assert_eq!(parse(b"out 1 2 3"), Some(Line::Out(b"1 2 3")));
+        assert_eq!(parse(b"out"), Some(Line::Out(b"")));
+        assert_eq!(parse(b"log hello world"), Some(Line::Log(b"hello world")));
+        assert_eq!(parse(b"unexplored 4 a b  c"), Some(Line::Unexplored { depth: 4, node: b"a b  c" }));
+        assert_eq!(parse(b"unexplored 4 "), Some(Line::Unexplored { depth: 4, node: b"" }));
+        assert_eq!(parse(b"done 17"), done(17, None, None, None));
+        assert_eq!(parse(b"done 17 leaves=3 max_depth=9\r"), done(17, Some(3), Some(9), None));
+        assert_eq!(parse(b"done 5 max_depth=2"), done(5, None, Some(2), None));
+        assert_eq!(parse(b"done 5 job=12 leaves=1"), done(5, Some(1), None, Some(12)));
+        assert_eq!(parse(b"done\r"), None);
+    }
+
+    /// Records and nodes are bytes, carried exactly: no encoding is assumed, no \r taken away.
+    #[test]
+    fn records_and_nodes_are_carried_byte_for_byte() {
+        assert_eq!(parse(b"out caf\xe9\r"), Some(Line::Out(b"caf\xe9\r")));
+        assert_eq!(parse(b"unexplored 2 \xff\x00z\r"), Some(Line::Unexplored { depth: 2, node: b"\xff\x00z\r" }));
+        let job = Job {
+            id: JobId(1),
+            depth: 1,
+            budget: Budget(5),
+            max_depth: None,
+            node: NodeBytes::from_slice(b"\xff\x00z\r"),
+        };
+        assert_eq!(job_line(&job), b"job 5 inf 1 \xff\x00z\r\n");
     }
 
     #[test]
@@ -99,17 +135,21 @@ mod tests {
             "done 5 leaves=x",
             "done 5 colour=red",
             "done 5 leaves=1 leaves=2",
+            "done 5 job=1 job=1",
+            "done 5 job=x",
+            "done 5 max_depth=1 max_depth=2",
             " out x",
         ] {
-            assert_eq!(parse(bad), None, "{bad:?}");
+            assert_eq!(parse(bad.as_bytes()), None, "{bad:?}");
         }
     }
 
     #[test]
     fn job_lines_say_inf_for_no_limit() {
         let job = Job { id: JobId(1), depth: 3, budget: Budget(50), max_depth: Some(7), node: NodeBytes::new() };
-        assert_eq!(job_line(&job, "1 2 3"), "job 50 7 3 1 2 3\n");
-        let job = Job { budget: Budget::UNLIMITED, max_depth: None, ..job };
-        assert_eq!(job_line(&job, "x"), "job inf inf 3 x\n");
+        let job = Job { node: NodeBytes::from_slice(b"1 2 3"), ..job };
+        assert_eq!(job_line(&job), b"job 50 7 3 1 2 3\n");
+        let job = Job { budget: Budget::UNLIMITED, max_depth: None, node: NodeBytes::from_slice(b"x"), ..job };
+        assert_eq!(job_line(&job), b"job inf inf 3 x\n");
     }
 }

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 /// What the program's stdout gave next.
 #[derive(Debug)]
 pub enum Next {
-    Line(String),
+    /// A line, without its newline, byte for byte.
+    Line(Vec<u8>),
     /// A line longer than the limit (its first bytes, for the error message).
-    TooLong(String),
+    TooLong(Vec<u8>),
     /// Stdout closed: the program exited (or closed it).
     Eof,
     /// Nothing before the deadline.
@@ -58,10 +59,10 @@ impl Program {
         Ok(Program { child, stdin, stdout, buf: Vec::new(), scanned: 0, max_line, stderr_tail, status: None })
     }
 
-    /// Writes `text` to the program's stdin.
-    pub fn send(&mut self, text: &str) -> io::Result<()> {
+    /// Writes `bytes` to the program's stdin.
+    pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         let stdin = self.stdin.as_mut().ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin is closed"))?;
-        stdin.write_all(text.as_bytes())?;
+        stdin.write_all(bytes)?;
         stdin.flush()
     }
 
@@ -71,14 +72,14 @@ impl Program {
         loop {
             if let Some(i) = self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
                 let end = self.scanned + i;
-                let line = String::from_utf8_lossy(&self.buf[..end]).into_owned();
-                self.buf.drain(..=end);
+                let mut line: Vec<u8> = self.buf.drain(..=end).collect();
+                line.pop();
                 self.scanned = 0;
                 return Next::Line(line);
             }
             self.scanned = self.buf.len();
             if self.buf.len() > self.max_line {
-                return Next::TooLong(String::from_utf8_lossy(&self.buf[..80]).into_owned());
+                return Next::TooLong(self.buf[..80].to_vec());
             }
             // A program answering a small job does so within microseconds. Polling (and yielding)
             // for a moment before sleeping keeps this core from going idle: waking an idle core
@@ -121,6 +122,27 @@ impl Program {
         !self.buf.is_empty() || self.readable(Duration::ZERO)
     }
 
+    /// Whether something still holds stdout open, `wait` after the program's group was killed:
+    /// a process it started that left its process group (`setsid`), out of bts's reach.
+    pub fn stdout_held_open(&self, wait: Duration) -> bool {
+        self.buf.is_empty() && !self.readable(wait)
+    }
+
+    /// Whether the program has exited, without reaping it: until it is reaped its process id
+    /// cannot be reused, so its process group can still be killed safely.
+    pub fn exited(&self) -> bool {
+        if self.status.is_some() {
+            return true;
+        }
+        // SAFETY: a zeroed siginfo_t is a valid out-parameter; waitid with WNOWAIT leaves the child
+        // as it is.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+            libc::waitid(libc::P_PID, self.child.id(), &mut info, flags) == 0 && info.si_pid() != 0
+        }
+    }
+
     /// Waits up to `limit` for the program to exit.
     pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + limit;
@@ -142,8 +164,9 @@ impl Program {
         tail.iter().cloned().collect::<Vec<_>>().join("\n")
     }
 
-    /// Kills the program and everything in its process group, and reaps it.
-    pub fn kill(&mut self) {
+    /// Kills the program and everything in its process group, and reaps it (an exited program's
+    /// group too: whatever it left running in the background). Returns how it ended.
+    pub fn kill(&mut self) -> Option<ExitStatus> {
         if self.status.is_none() {
             // SAFETY: kill(2) with a negative pid signals the process group; the group is the child's
             // own (process_group(0)), so nothing else is touched.
@@ -153,13 +176,14 @@ impl Program {
             let _ = self.child.kill();
             self.status = self.child.wait().ok();
         }
+        self.status
     }
 }
 
 impl Drop for Program {
     fn drop(&mut self) {
         self.stdin.take();
-        self.kill();
+        let _ = self.kill();
     }
 }
 

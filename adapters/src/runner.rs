@@ -6,9 +6,15 @@ use crate::lines::{self, Line};
 use crate::process::{Next, Program, describe};
 use bts_protocol::{Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned};
 use bts_worker::{JobRunner, RunnerSettings};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The most a job may write (records and returned nodes) before its `done`: all of it is held in
+/// memory until then.
+const MAX_JOB_ANSWER: usize = 256 << 20;
 
 /// Why an attempt at a job failed.
 #[derive(Debug)]
@@ -24,8 +30,8 @@ impl Failure {
         Self { what: what.into(), line: None, stderr: program.stderr_tail() }
     }
 
-    fn with_line(what: impl Into<String>, line: &str, program: &Program) -> Self {
-        Self { line: Some(shorten(line, 200)), ..Self::new(what, program) }
+    fn with_line(what: impl Into<String>, line: &[u8], program: &Program) -> Self {
+        Self { line: Some(shorten(&String::from_utf8_lossy(line), 200)), ..Self::new(what, program) }
     }
 
     fn message(&self) -> String {
@@ -58,11 +64,15 @@ pub struct ExecRunner {
     tag: String,
     /// The persistent process, when one is running.
     program: Option<Program>,
+    /// Jobs given to the persistent process (a `done` that says `job=<n>` must match).
+    jobs_given: u64,
+    /// Something a one-shot program started escaped its process group (said once).
+    escaped: bool,
 }
 
 impl ExecRunner {
     pub fn new(config: Arc<ExecConfig>, settings: RunnerSettings, tag: String) -> Result<Self, String> {
-        let mut runner = Self { config, settings, tag, program: None };
+        let mut runner = Self { config, settings, tag, program: None, jobs_given: 0, escaped: false };
         if runner.config.persistent {
             // Start at once, so that a program that cannot start is noticed before the run.
             runner.program = Some(runner.start(None)?);
@@ -70,20 +80,27 @@ impl ExecRunner {
         Ok(runner)
     }
 
-    /// Starts the program; in one-shot mode with the job in its environment and arguments.
-    fn start(&self, job: Option<(&Job, &str)>) -> Result<Program, String> {
+    /// Starts the program; in one-shot mode with the job in its environment and arguments (the
+    /// node byte for byte).
+    fn start(&mut self, job: Option<&Job>) -> Result<Program, String> {
         let c = &self.config;
         let mut command = Command::new(&c.program);
         match job {
-            Some((job, node)) => {
+            Some(job) => {
+                let node = std::ffi::OsStr::from_bytes(job.node.as_slice());
                 let budget = lines::budget_text(job.budget);
                 let max_depth = lines::max_depth_text(job.max_depth);
                 let depth = job.depth.to_string();
                 let fill = |arg: &String| {
-                    arg.replace("{node}", node)
-                        .replace("{depth}", &depth)
-                        .replace("{budget}", &budget)
-                        .replace("{max_depth}", &max_depth)
+                    let arg =
+                        arg.replace("{depth}", &depth).replace("{budget}", &budget).replace("{max_depth}", &max_depth);
+                    let mut parts = arg.split("{node}");
+                    let mut filled = OsString::from(parts.next().unwrap_or_default());
+                    for part in parts {
+                        filled.push(node);
+                        filled.push(part);
+                    }
+                    filled
                 };
                 command.args(c.args.iter().map(fill));
                 command.env("BTS_NODE", node).env("BTS_DEPTH", &depth);
@@ -91,6 +108,7 @@ impl ExecRunner {
             }
             None => {
                 command.args(&c.args);
+                self.jobs_given = 0;
             }
         }
         Program::spawn(&mut command, &self.tag, c.max_line)
@@ -98,46 +116,30 @@ impl ExecRunner {
     }
 
     /// One attempt at `job`; on failure the batch is left as it was.
-    fn attempt(&mut self, job: &Job, node: &str, batch: &mut ReportBatch) -> Result<(), Failure> {
+    fn attempt(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), Failure> {
         let started = Instant::now();
         let deadline = started + self.config.job_timeout;
+        let cannot_start = |what| Failure { what, line: None, stderr: String::new() };
         let mut program = match self.program.take() {
             Some(p) => p,
-            None => self.start((!self.config.persistent).then_some((job, node))).map_err(|e| Failure {
-                what: e,
-                line: None,
-                stderr: String::new(),
-            })?,
+            None => self.start((!self.config.persistent).then_some(job)).map_err(cannot_start)?,
         };
         if self.config.persistent {
             if program.has_pending() {
                 tracing::error!(worker = %self.tag, "the program wrote after its last `done`; restarting it");
-                program = self.start(None).map_err(|e| Failure { what: e, line: None, stderr: String::new() })?;
+                program = self.start(None).map_err(cannot_start)?;
             }
-            if let Err(e) = program.send(&lines::job_line(job, node)) {
+            if let Err(e) = program.send(&lines::job_line(job)) {
                 let status = describe(program.wait(Duration::from_millis(100)));
                 return Err(Failure::new(format!("cannot give the job to the program ({e}; {status})"), &program));
             }
+            self.jobs_given += 1;
         }
         let (returned_before, output_before) = (batch.returned.len(), batch.output.len());
         let result = self.read_job(&mut program, job, deadline, batch);
-        let result = result.and_then(|done| {
-            if self.config.persistent {
-                return Ok(done);
-            }
-            // A one-shot program ends after `done`, successfully and without saying more.
-            match program.next(deadline) {
-                Next::Eof => {}
-                Next::Line(l) => return Err(Failure::with_line("a line after `done`", &l, &program)),
-                Next::TooLong(l) => return Err(Failure::with_line("a line after `done`", &l, &program)),
-                Next::Timeout => return Err(Failure::new(self.timeout_message(), &program)),
-            }
-            match program.wait(deadline.saturating_duration_since(Instant::now())) {
-                Some(s) if s.success() => Ok(done),
-                status => {
-                    Err(Failure::new(format!("the program ended with {} after `done`", describe(status)), &program))
-                }
-            }
+        let result = result.and_then(|done| match self.config.persistent {
+            true => Ok(done),
+            false => self.one_shot_end(&mut program, deadline).map(|()| done),
         });
         match result {
             Ok((visited, leaves, max_depth, outputs)) => {
@@ -165,6 +167,51 @@ impl ExecRunner {
         }
     }
 
+    /// A one-shot program ends after `done`: it exits successfully without saying more. Then its
+    /// process group is killed, so that nothing it started in the background lingers (or keeps its
+    /// stdout open, which would hold every job until its timeout).
+    fn one_shot_end(&mut self, program: &mut Program, deadline: Instant) -> Result<(), Failure> {
+        loop {
+            let look = deadline.min(Instant::now() + Duration::from_millis(5));
+            match program.next(look) {
+                Next::Line(l) => return Err(Failure::with_line("a line after `done`", &l, program)),
+                Next::TooLong(l) => return Err(Failure::with_line("a line after `done`", &l, program)),
+                Next::Eof => break,
+                Next::Timeout if program.exited() => break,
+                Next::Timeout if Instant::now() >= deadline => {
+                    return Err(Failure::new(self.timeout_message(), program));
+                }
+                Next::Timeout => {}
+            }
+        }
+        // It may close stdout a little before it exits.
+        while !program.exited() {
+            if Instant::now() >= deadline {
+                return Err(Failure::new(self.timeout_message(), program));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // What it wrote just before it exited.
+        match program.next(Instant::now()) {
+            Next::Line(l) => return Err(Failure::with_line("a line after `done`", &l, program)),
+            Next::TooLong(l) => return Err(Failure::with_line("a line after `done`", &l, program)),
+            Next::Eof | Next::Timeout => {}
+        }
+        let status = program.kill();
+        if !status.is_some_and(|s| s.success()) {
+            let what = format!("the program ended with {} after `done`", describe(status));
+            return Err(Failure::new(what, program));
+        }
+        if program.stdout_held_open(Duration::from_millis(50)) && !std::mem::replace(&mut self.escaped, true) {
+            tracing::warn!(
+                worker = %self.tag,
+                "a process the program started left its process group (setsid?) and keeps its stdout open: bts \
+                 cannot stop it, and it may outlive the run"
+            );
+        }
+        Ok(())
+    }
+
     fn timeout_message(&self) -> String {
         format!("the job took longer than --job-timeout {} s", self.config.job_timeout.as_secs_f64())
     }
@@ -179,7 +226,17 @@ impl ExecRunner {
         batch: &mut ReportBatch,
     ) -> Result<(u64, Option<u64>, Option<u32>, u64), Failure> {
         let mut outputs = 0u64;
+        let output_before = batch.output.len();
+        let mut returned_bytes = 0usize;
         loop {
+            if batch.output.len() - output_before + returned_bytes > MAX_JOB_ANSWER {
+                let what = format!(
+                    "the job wrote more than {} MiB of records and nodes before its `done` (bts holds a job's \
+                     answer in memory until then): give jobs smaller budgets",
+                    MAX_JOB_ANSWER >> 20
+                );
+                return Err(Failure::new(what, program));
+            }
             let line = match program.next(deadline) {
                 Next::Line(l) => l,
                 Next::TooLong(start) => {
@@ -196,7 +253,7 @@ impl ExecRunner {
                 Some(Line::Out(text)) => {
                     outputs += 1;
                     if self.settings.keep_output {
-                        batch.output.extend_from_slice(text.as_bytes());
+                        batch.output.extend_from_slice(text);
                         batch.output.push(b'\n');
                     }
                 }
@@ -205,10 +262,18 @@ impl ExecRunner {
                         let what = format!("a node returned at depth {depth}, not below the job's depth {}", job.depth);
                         return Err(Failure::with_line(what, &line, program));
                     }
-                    batch.returned.push(Returned { depth, node: NodeBytes::from_slice(node.as_bytes()) });
+                    returned_bytes += node.len();
+                    batch.returned.push(Returned { depth, node: NodeBytes::from_slice(node) });
                 }
-                Some(Line::Log(text)) => tracing::info!(worker = %self.tag, "{text}"),
-                Some(Line::Done { visited, leaves, max_depth }) => {
+                Some(Line::Log(text)) => tracing::info!(worker = %self.tag, "{}", String::from_utf8_lossy(text)),
+                Some(Line::Done { visited, leaves, max_depth, job: said }) => {
+                    // A program that numbers its answers has each checked against its job: a late
+                    // or repeated `done` cannot answer the next job.
+                    let given = if self.config.persistent { self.jobs_given } else { 1 };
+                    if let Some(n) = said.filter(|&n| n != given) {
+                        let what = format!("a `done` for job {n}, but this is job {given} of the process");
+                        return Err(Failure::with_line(what, &line, program));
+                    }
                     if visited == 0 {
                         let what = "`done 0`: the job's own node was not visited, and would be lost";
                         return Err(Failure::with_line(what, &line, program));
@@ -230,7 +295,7 @@ impl JobRunner for ExecRunner {
         let node = String::from_utf8_lossy(job.node.as_slice()).into_owned();
         let mut attempts = 0;
         loop {
-            match self.attempt(job, &node, batch) {
+            match self.attempt(job, batch) {
                 Ok(()) => return Ok(()),
                 Err(f) if attempts < self.config.retries => {
                     attempts += 1;

@@ -341,6 +341,21 @@ impl Scheduler {
         if ids.windows(2).any(|w| w[0] == w[1]) {
             return Err("a job is reported twice".into());
         }
+        if let Some(id) = self.overflowing(&batch.reports) {
+            // A misreport (a legacy program's `done 18446744073709551615`, say): the job fails, and
+            // the batch's other jobs go back to L with it, as the run stops.
+            for r in &batch.reports {
+                let job = self.take_in_flight(worker, r.id)?;
+                self.list.put_back(Pending { depth: job.depth, node: job.node });
+            }
+            let message = "its report would overflow the run's totals (2^64 nodes, records or bytes): \
+                           the worker or program misreports";
+            tracing::error!(worker, job = id.0, "{message}");
+            let node = format!("(the node of job {})", id.0);
+            self.failure.get_or_insert(JobFailure { id, node, message: message.into() });
+            self.stop.get_or_insert(StopReason::JobFailed);
+            return Ok(());
+        }
 
         let ReportBatch { reports, returned, output } = batch;
         let mut returned = returned.into_iter();
@@ -370,6 +385,22 @@ impl Scheduler {
             }
         }
         Ok(())
+    }
+
+    /// The first of `reports` that would make a total overflow.
+    fn overflowing(&self, reports: &[JobReport]) -> Option<JobId> {
+        let t = &self.totals;
+        let mut sums = [t.nodes, t.leaves.unwrap_or(0), t.outputs, t.output_bytes];
+        for r in reports {
+            let adds = [r.visited, r.leaves.unwrap_or(0), r.outputs, r.output_bytes];
+            for (sum, add) in sums.iter_mut().zip(adds) {
+                *sum = match sum.checked_add(add) {
+                    Some(s) => s,
+                    None => return Some(r.id),
+                };
+            }
+        }
+        None
     }
 
     /// Nodes that may still be given out as budgets under the node limit.
