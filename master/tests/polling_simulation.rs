@@ -1410,6 +1410,8 @@ impl<'w, 't> Sim<'w, 't> {
             }
             if let Some(outcome) = self.coord.outcome() {
                 return Some(match outcome {
+                    // A stop that finds no node left is the end of the run.
+                    Outcome::Complete if self.stopped.as_ref().is_some_and(|s| s.jobs.is_empty()) => End::Complete,
                     Outcome::Complete => {
                         if !self.decided {
                             self.world.fail("complete without the coordinator asking the workers to finish");
