@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo bench --bench core                    # everything (a few minutes)
-//! cargo bench --bench core -- sequential      # or some of: sequential scaling master memory policy monitor
+//! cargo bench --bench core -- sequential      # or some of: sequential queens framework scaling master memory policy monitor
 //! ```
 
 use bts::trees::{Gw, Preset, Uts};
@@ -50,11 +50,107 @@ fn verdict(ok: bool) -> &'static str {
     if ok { "ok" } else { "MISSED" }
 }
 
-/// The minimal hand-written sequential depth-first loop over the UTS oracle: a stack of children
-/// iterators, nothing else.
-fn hand_written_dfs(tree: &Uts) -> u64 {
-    let root = tree.root();
-    let mut stack = vec![tree.children(&root, 0)];
+/// The fastest sequential UTS search we can write, the yardstick of one worker: a plain stack of
+/// (state, depth), and at each node all its children's states computed back to back (the reference
+/// implementation's order: independent SHA-1 compressions, which the CPU overlaps).
+fn fastest_uts_loop(tree: &Uts) -> u64 {
+    let mut stack = vec![(tree.root(), 0u32)];
+    let mut nodes = 0u64;
+    while let Some((node, depth)) = stack.pop() {
+        nodes += 1;
+        for i in 0..tree.num_children(&node, depth) {
+            stack.push((tree.child(&node, i), depth + 1));
+        }
+    }
+    nodes
+}
+
+/// Best of `repeat()` timings of `f`, which returns what it counted (checked against `expected`).
+fn best_time(expected: u64, mut f: impl FnMut() -> u64) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..repeat() {
+        let started = Instant::now();
+        assert_eq!(f(), expected);
+        best = best.min(started.elapsed().as_secs_f64());
+    }
+    best
+}
+
+fn sequential() {
+    println!("## One worker against the fastest sequential UTS loop (T1L)");
+    let tree = uts(Preset::T1L);
+    let loop_best = best_time(102_181_082, || fastest_uts_loop(&tree));
+    let bts_best = best(|| run("T1L", uts(Preset::T1L), options(1, None))).elapsed_s;
+    let ratio = loop_best / bts_best;
+    println!("fastest loop        {loop_best:.3} s  ({:.2} M nodes/s)", 102.181082 / loop_best);
+    println!("bts, 1 worker       {bts_best:.3} s  ({:.2} M nodes/s)", 102.181082 / bts_best);
+    println!("speed ratio bts/loop = {ratio:.3}  (target >= 0.95: {})\n", verdict(ratio >= 0.95));
+}
+
+/// The N-queens tree of 15: 171,129,072 nodes (the empty board included), 2,279,184 solutions.
+const QUEENS_15_NODES: u64 = 171_129_072;
+
+fn queens() {
+    println!("## One worker against a C bitboard backtracking loop (queens --n 15, --count-only)");
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("queens");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/queens.c");
+    let compiled = std::process::Command::new("cc").args(["-O2", "-o"]).arg(&exe).arg(source).status();
+    assert!(compiled.is_ok_and(|s| s.success()), "cannot compile {source} with cc");
+    let c_best = best_time(QUEENS_15_NODES, || {
+        let out = std::process::Command::new(&exe).arg("15").output().unwrap();
+        String::from_utf8(out.stdout).unwrap().split(' ').next().unwrap().parse().unwrap()
+    });
+    let count_only = |workers| RunOptions { count_only: true, ..options(workers, None) };
+    let one = best(|| run("queens", bts::trees::Queens::new(15), count_only(1)));
+    assert_eq!(one.totals.nodes, QUEENS_15_NODES);
+    let ratio = c_best / one.elapsed_s;
+    let ns = |t: f64| t * 1e9 / QUEENS_15_NODES as f64;
+    println!("C bitboard loop     {c_best:.3} s  ({:.1} ns a node)", ns(c_best));
+    println!("bts, 1 worker       {:.3} s  ({:.1} ns a node)", one.elapsed_s, ns(one.elapsed_s));
+    println!("speed ratio bts/C = {ratio:.3}  (target >= 0.6: {})", verdict(ratio >= 0.6));
+    let polling = RunOptions {
+        mode: bts::RunMode::Polling { split: bts::SplitRule::default(), start: bts::PollingStart::Selective },
+        ..count_only(2)
+    };
+    let budget_two = best(|| run("queens", bts::trees::Queens::new(15), count_only(2)));
+    let polling_two = best(|| run("queens", bts::trees::Queens::new(15), polling.clone()));
+    println!(
+        "2 workers: budget mode {:.3} s, random polling {:.3} s (polling / budget = {:.3})\n",
+        budget_two.elapsed_s,
+        polling_two.elapsed_s,
+        polling_two.elapsed_s / budget_two.elapsed_s
+    );
+}
+
+/// The complete k-ary tree of height `h`, nodes numbered in heap order: an oracle that costs
+/// nothing, so that a run measures the framework around it.
+struct Complete {
+    k: u64,
+    h: u32,
+}
+
+impl Complete {
+    fn size(&self) -> u64 {
+        (self.k.pow(self.h + 1) - 1) / (self.k - 1)
+    }
+}
+
+impl Tree for Complete {
+    type Node = u64;
+    type Children<'a> = std::ops::Range<u64>;
+    fn root(&self) -> u64 {
+        0
+    }
+    #[inline]
+    fn children(&self, node: &u64, depth: u32) -> std::ops::Range<u64> {
+        if depth < self.h { node * self.k + 1..node * self.k + 1 + self.k } else { 0..0 }
+    }
+}
+
+/// A bare depth-first loop over the same tree: a stack of child ranges.
+fn bare_loop(tree: &Complete) -> u64 {
+    let mut stack = vec![tree.children(&0, 0)];
     let mut nodes = 1u64;
     while let Some(top) = stack.last_mut() {
         match top.next() {
@@ -69,26 +165,20 @@ fn hand_written_dfs(tree: &Uts) -> u64 {
             }
         }
     }
-    nodes
+    std::hint::black_box(nodes)
 }
 
-fn sequential() {
-    println!("## One worker against a hand-written sequential loop (T1L)");
-    let tree = uts(Preset::T1L);
-    let mut loop_best = f64::MAX;
-    let mut bts_best = f64::MAX;
-    for _ in 0..repeat() {
-        let started = Instant::now();
-        let nodes = hand_written_dfs(&tree);
-        loop_best = loop_best.min(started.elapsed().as_secs_f64());
-        assert_eq!(nodes, 102_181_082);
-        let s = run("T1L", uts(Preset::T1L), options(1, None));
-        bts_best = bts_best.min(s.elapsed_s);
-    }
-    let ratio = loop_best / bts_best;
-    println!("hand-written loop   {loop_best:.3} s  ({:.2} M nodes/s)", 102.181082 / loop_best);
-    println!("bts, 1 worker       {bts_best:.3} s  ({:.2} M nodes/s)", 102.181082 / bts_best);
-    println!("speed ratio bts/loop = {ratio:.3}  (target >= 0.95: {})\n", verdict(ratio >= 0.95));
+fn framework() {
+    println!("## The framework's cost per node: a near-free oracle (complete 4-ary tree of height 13)");
+    let tree = Complete { k: 4, h: 13 };
+    let n = tree.size();
+    let bare = best_time(n, || bare_loop(&tree));
+    let one = best(|| run("4-ary", Complete { k: 4, h: 13 }, options(1, None)));
+    assert_eq!(one.totals.nodes, n);
+    let ns = |t: f64| t * 1e9 / n as f64;
+    println!("bare loop           {bare:.3} s  ({:.2} ns a node)", ns(bare));
+    println!("bts, 1 worker       {:.3} s  ({:.2} ns a node)", one.elapsed_s, ns(one.elapsed_s));
+    println!("framework cost: {:.2} ns a node\n", ns(one.elapsed_s) - ns(bare));
 }
 
 fn scaling() {
@@ -234,6 +324,12 @@ fn main() {
     let started = Instant::now();
     if wanted("sequential") {
         sequential();
+    }
+    if wanted("queens") {
+        queens();
+    }
+    if wanted("framework") {
+        framework();
     }
     if wanted("scaling") {
         scaling();

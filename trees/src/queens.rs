@@ -30,16 +30,43 @@ impl QueensArgs {
     }
 }
 
-/// A partial board: the columns of the queens in rows 0..len.
+/// A partial board: the columns of the queens in rows 0..len, and the squares of the next row they
+/// attack, as bitboards (so that a node's children cost a few instructions, not a pass over its
+/// queens). Only the columns travel: the bitboards are derived from them.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Board {
     len: u8,
-    cols: [u8; MAX_N],
+    /// Columns taken.
+    cols: u32,
+    /// Squares of the next row on a diagonal of a queen, going left and right.
+    left: u32,
+    right: u32,
+    placed: [u8; MAX_N],
 }
 
 impl Board {
+    const EMPTY: Board = Board { len: 0, cols: 0, left: 0, right: 0, placed: [0; MAX_N] };
+
     pub fn columns(&self) -> &[u8] {
-        &self.cols[..self.len as usize]
+        &self.placed[..self.len as usize]
+    }
+
+    /// The free squares of the next row.
+    fn free(&self, all: u32) -> u32 {
+        !(self.cols | self.left | self.right) & all
+    }
+
+    /// This board with a queen in the next row, column `col` (a free one).
+    #[inline]
+    fn place(&self, col: u32) -> Board {
+        let bit = 1u32 << col;
+        let mut child = *self;
+        child.placed[child.len as usize] = col as u8;
+        child.len += 1;
+        child.cols |= bit;
+        child.left = (self.left | bit) << 1;
+        child.right = (self.right | bit) >> 1;
+        child
     }
 }
 
@@ -61,8 +88,13 @@ impl<'de> Deserialize<'de> for Board {
         if bytes.len() > MAX_N || bytes.iter().any(|&c| c as usize >= MAX_N) {
             return Err(de::Error::custom("not a queens board"));
         }
-        let mut board = Board { len: bytes.len() as u8, cols: [0; MAX_N] };
-        board.cols[..bytes.len()].copy_from_slice(bytes);
+        let mut board = Board::EMPTY;
+        for &c in bytes {
+            if board.free(u32::MAX) & (1 << c) == 0 {
+                return Err(de::Error::custom("not a queens board: two queens attack each other"));
+            }
+            board = board.place(u32::from(c));
+        }
         Ok(board)
     }
 }
@@ -77,27 +109,30 @@ impl Queens {
         assert!((1..=MAX_N).contains(&n), "queens needs 1 <= n <= {MAX_N}");
         Queens { n }
     }
+
+    /// The squares of a row.
+    fn all(&self) -> u32 {
+        (((1u64) << self.n) - 1) as u32
+    }
 }
 
 /// Free columns of the next row, taken lowest first.
 pub struct QueensChildren {
     parent: Board,
-    free: u64,
+    free: u32,
 }
 
 impl Iterator for QueensChildren {
     type Item = Board;
 
+    #[inline]
     fn next(&mut self) -> Option<Board> {
         if self.free == 0 {
             return None;
         }
-        let col = self.free.trailing_zeros() as u8;
+        let col = self.free.trailing_zeros();
         self.free &= self.free - 1;
-        let mut child = self.parent;
-        child.cols[child.len as usize] = col;
-        child.len += 1;
-        Some(child)
+        Some(self.parent.place(col))
     }
 }
 
@@ -106,24 +141,13 @@ impl Tree for Queens {
     type Children<'a> = QueensChildren;
 
     fn root(&self) -> Board {
-        Board { len: 0, cols: [0; MAX_N] }
+        Board::EMPTY
     }
 
+    #[inline]
     fn children(&self, node: &Board, _depth: u32) -> QueensChildren {
-        let row = node.len as usize;
-        if row >= self.n {
-            return QueensChildren { parent: *node, free: 0 };
-        }
-        // Squares of row `row` attacked by the queen of row r: same column, and the two diagonals.
-        let mut attacked = 0u64;
-        for (r, &c) in node.columns().iter().enumerate() {
-            let dist = (row - r) as u32;
-            attacked |= 1 << c;
-            attacked |= (1u64 << c) << dist;
-            attacked |= (1u64 << c) >> dist;
-        }
-        let all = (1u64 << self.n) - 1;
-        QueensChildren { parent: *node, free: !attacked & all }
+        let free = if (node.len as usize) < self.n { node.free(self.all()) } else { 0 };
+        QueensChildren { parent: *node, free }
     }
 
     fn output(&self, node: &Board, _depth: u32, out: &mut String) -> bool {
@@ -137,5 +161,40 @@ impl Tree for Queens {
             write!(out, "{c}").unwrap();
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A board travels as its columns; the bitboards are rebuilt on arrival, and a board whose
+    /// queens attack each other is refused.
+    #[test]
+    fn boards_travel_as_columns_and_are_checked_on_arrival() {
+        let queens = Queens::new(8);
+        let mut board = queens.root();
+        for _ in 0..5 {
+            board = queens.children(&board, 0).last().unwrap();
+        }
+        let bytes = postcard::to_allocvec(&board).unwrap();
+        assert_eq!(bytes[1..], *board.columns());
+        let back: Board = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back, board);
+        let children = |b: &Board| queens.children(b, 0).map(|c| c.columns().to_vec()).collect::<Vec<_>>();
+        assert_eq!(children(&back), children(&board));
+        for attacking in [&[0u8, 0][..], &[0, 1], &[3, 1, 5, 2]] {
+            let bytes = postcard::to_allocvec(&serde_bytes_like(attacking)).unwrap();
+            assert!(postcard::from_bytes::<Board>(&bytes).is_err(), "{attacking:?} accepted");
+        }
+    }
+
+    /// The serialised form of a board with these columns.
+    fn serde_bytes_like(columns: &[u8]) -> Board {
+        Board {
+            len: columns.len() as u8,
+            placed: std::array::from_fn(|i| columns.get(i).copied().unwrap_or(0)),
+            ..Board::EMPTY
+        }
     }
 }
