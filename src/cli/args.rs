@@ -1,8 +1,10 @@
 //! Command-line options as clap parses them. They are only checked here; `cli::run` turns them
 //! into the run's configuration.
 
+use bts_checkpoints::{MAX_SECONDS, usable_seconds};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(name = "bts", version, about = "Budgeted tree search: enumerate huge implicit trees in parallel")]
@@ -147,7 +149,7 @@ pub struct RemoteArgs {
     pub token_file: Option<PathBuf>,
     /// Drop a remote worker silent this long; its jobs go back to the job list [default: 10]
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
-    pub worker_timeout: Option<f64>,
+    pub worker_timeout: Option<Duration>,
     /// Cluster launch (mpirun, srun): rank 0 runs the master, the other ranks work for it, meeting
     /// through file F on a shared file system; --workers is then the threads of every rank [default: 1]
     #[arg(long, value_name = "F")]
@@ -199,8 +201,8 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub threads: Option<u32>,
     /// Keep trying to reach the master (and waiting for the address file) this long
-    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = parse_seconds)]
-    pub retry: f64,
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_seconds)]
+    pub retry: Duration,
     /// More log output (-v: info, -vv: debug)
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -270,7 +272,7 @@ pub struct StopArgs {
     pub checkpoint: Option<PathBuf>,
     /// Save the run every SECS seconds without stopping it (needs --checkpoint)
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
-    pub checkpoint_every: Option<f64>,
+    pub checkpoint_every: Option<Duration>,
     /// Stop when file F appears (exit status 3)
     #[arg(long, value_name = "F")]
     pub stop_file: Option<PathBuf>,
@@ -279,7 +281,7 @@ pub struct StopArgs {
     pub node_limit: Option<u64>,
     /// Stop after SECS seconds (fractions allowed; exit status 3)
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
-    pub time_limit: Option<f64>,
+    pub time_limit: Option<Duration>,
 }
 
 fn parse_budget(s: &str) -> Result<u64, String> {
@@ -300,9 +302,11 @@ fn parse_nonnegative(s: &str) -> Result<f64, String> {
     }
 }
 
-pub fn parse_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-        _ => Err(format!("'{s}' is not a positive number of seconds")),
+/// A positive number of seconds, fractions allowed, at most [`MAX_SECONDS`] (which any clock
+/// can take, and a checkpoint can hold).
+pub fn parse_seconds(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x > 0.0 && usable_seconds(x) => Ok(Duration::from_secs_f64(x)),
+        _ => Err(format!("'{s}' is not a positive number of seconds (at most {MAX_SECONDS:e})")),
     }
 }
