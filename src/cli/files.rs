@@ -58,7 +58,7 @@ pub fn check(args: &RunArgs, output: Option<&Path>, checkpoint: Option<&Path>) -
 }
 
 /// Whether two paths name one file: the same file if both exist, else the same absolute path.
-fn same_file(a: &Path, b: &Path) -> bool {
+pub fn same_file(a: &Path, b: &Path) -> bool {
     match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
         _ => absolute(a) == absolute(b),
@@ -274,5 +274,42 @@ impl Output for FileOutput {
 
     fn checksum(&self) -> Option<u32> {
         Some(self.sum.crc())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crc(bytes: &[u8]) -> u32 {
+        let mut sum = OutputSum::default();
+        sum.update(bytes);
+        sum.crc()
+    }
+
+    #[test]
+    fn the_output_is_cut_only_when_the_run_writes_and_its_checksum_follows_rollbacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        std::fs::write(&path, "an earlier run's records\n").unwrap();
+        let mut out = FileOutput::create(&path).unwrap();
+        // Opening neither cuts nor changes the file.
+        assert_eq!(std::fs::read(&path).unwrap(), b"an earlier run's records\n");
+        assert_eq!(out.checksum(), Some(crc(b"")));
+        out.write_all(b"one\ntwo\n").unwrap();
+        out.sync().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
+        out.write_all(b"three\n").unwrap();
+        assert_eq!(out.checksum(), Some(crc(b"one\ntwo\nthree\n")));
+        // Back to the last sync (a rollback to the snapshot), then to a place that needs reading.
+        out.rewind(8).unwrap();
+        assert_eq!(out.checksum(), Some(crc(b"one\ntwo\n")));
+        out.write_all(b"four\n").unwrap();
+        out.rewind(4).unwrap();
+        assert_eq!(out.checksum(), Some(crc(b"one\n")));
+        out.write_all(b"five\n").unwrap();
+        out.sync().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\nfive\n");
+        assert_eq!(out.checksum(), Some(crc(b"one\nfive\n")));
     }
 }

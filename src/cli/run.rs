@@ -412,7 +412,7 @@ fn resumed_output_path(args: &RunArgs, checkpoint: &Checkpoint, path: &Path) -> 
     }
     let Some(output) = checkpoint.output_path(path) else { return Ok(None) };
     let written_at = checkpoint.options.checkpoint.as_deref();
-    let moved = written_at.is_none_or(|w| !same_file(w, path));
+    let moved = written_at.is_none_or(|w| !files::same_file(w, path));
     if moved && checkpoint.options.output.as_ref().is_some_and(|o| o.is_absolute()) {
         return Err(CliError::usage(format!(
             "{} was written as {}: it has been moved or copied, and its output file {} lies outside its folder, so it \
@@ -423,13 +423,4 @@ fn resumed_output_path(args: &RunArgs, checkpoint: &Checkpoint, path: &Path) -> 
         )));
     }
     Ok(Some(output))
-}
-
-/// Whether two existing paths are one file.
-fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
-        _ => false,
-    }
 }
