@@ -92,17 +92,7 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         // Nothing is left to do: report the run without writing anything.
         options.checkpoint = None;
     }
-    let output: Box<dyn Output> = match &output_path {
-        _ if checkpoint.options.count_only => Box::new(Discard),
-        Some(p) => Box::new(FileOutput::reopen(p, &checkpoint).map_err(|e| match args.output.output {
-            None if checkpoint.options.output.as_ref().is_some_and(|o| o.is_relative()) => CliError::usage(format!(
-                "{} (the checkpoint names its output relative to its own folder; give --output FILE if it is elsewhere)",
-                e.message
-            )),
-            _ => e,
-        })?),
-        None => stdout(),
-    };
+    let output = reopen_output(args.output.output.is_some(), &checkpoint, output_path.as_deref())?;
     options.output_path = output_path.as_deref().map(absolute);
     warn_if_records_cannot_be_taken_back(&options);
     execute(&args, Run::resume(checkpoint, searcher).options(options), output)
@@ -400,6 +390,23 @@ fn open_output(args: &RunArgs) -> Result<(Box<dyn Output>, Option<PathBuf>), Cli
 
 fn stdout() -> Box<dyn Output> {
     Box::new(Plain(BufWriter::with_capacity(1 << 16, io::stdout())))
+}
+
+/// Where the records of a resumed run go: the output file at `path`, checked against the
+/// checkpoint (`given`: named by --output), nowhere, or stdout.
+fn reopen_output(given: bool, checkpoint: &Checkpoint, path: Option<&Path>) -> Result<Box<dyn Output>, CliError> {
+    let relative = checkpoint.options.output.as_ref().is_some_and(|o| o.is_relative());
+    Ok(match path {
+        _ if checkpoint.options.count_only => Box::new(Discard),
+        Some(p) => Box::new(FileOutput::reopen(p, checkpoint).map_err(|e| match given || !relative {
+            true => e,
+            false => CliError::usage(format!(
+                "{} (the checkpoint names its output relative to its own folder; give --output FILE if it is elsewhere)",
+                e.message
+            )),
+        })?),
+        None => stdout(),
+    })
 }
 
 /// The output file of a run resumed from the checkpoint at `path`: `--output`, or the one the
