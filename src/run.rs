@@ -53,7 +53,8 @@ pub struct RunOptions {
     /// Save the run to this file when it ends (and periodically with `checkpoint_every`).
     pub checkpoint: Option<PathBuf>,
     pub checkpoint_every: Option<Duration>,
-    /// The output file, as recorded in checkpoints (records go to the writer given to `run`).
+    /// The output file, as recorded in checkpoints: relative to the checkpoint's folder when it lies
+    /// in it (records go to the writer given to `run`).
     pub output_path: Option<PathBuf>,
     /// Accept remote workers (`bts worker`) during the run.
     pub listen: Option<ListenOptions>,
