@@ -38,6 +38,10 @@ impl MonitorOptions {
     }
 }
 
+/// The files of `--hist` and `--freq`, as messages name them.
+const HIST: &str = "history file (--hist)";
+const FREQ: &str = "job sizes file (--freq)";
+
 /// How often the monitor looks at the run (the history gets a row each time).
 pub const TICK: Duration = Duration::from_millis(250);
 /// Without a terminal, a progress line this often.
@@ -77,12 +81,15 @@ impl Monitor {
     /// `probe`: the tree whose job-list nodes are probed for estimates of the work left (not in
     /// polling mode, which has no job list to sample).
     pub fn new(options: &MonitorOptions, probe: Option<&Arc<dyn Searcher>>, before_s: f64) -> std::io::Result<Self> {
-        let create = |p: &PathBuf| File::create(p).map(|f| BufWriter::with_capacity(1 << 16, f));
-        let mut hist = options.hist.as_ref().map(create).transpose()?;
+        let create = |p: &PathBuf, what: &str| {
+            let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()));
+            File::create(p).map(|f| BufWriter::with_capacity(1 << 16, f)).map_err(named)
+        };
+        let mut hist = options.hist.as_ref().map(|p| create(p, HIST)).transpose()?;
         if let Some(h) = hist.as_mut() {
             writeln!(h, "elapsed_s,nodes,rate,queued,busy_workers,workers,budget,jobs,in_flight,estimated_total")?;
         }
-        let freq = options.freq.as_ref().map(create).transpose()?;
+        let freq = options.freq.as_ref().map(|p| create(p, FREQ)).transpose()?;
         let display = match options.progress {
             ProgressMode::Never => Display::None,
             ProgressMode::Auto if !std::io::stderr().is_terminal() => {
@@ -220,9 +227,9 @@ impl Observer for Monitor {
 
     fn finish(&mut self, scheduler: &dyn RunView) {
         self.record(scheduler, true);
-        for file in [self.hist.as_mut(), self.freq.as_mut()].into_iter().flatten() {
-            if let Err(e) = file.flush() {
-                tracing::warn!("cannot write the history: {e}");
+        for (what, file) in [(HIST, self.hist.as_mut()), (FREQ, self.freq.as_mut())] {
+            if let Some(Err(e)) = file.map(|f| f.flush()) {
+                tracing::warn!("cannot write the {what}: {e}");
             }
         }
     }

@@ -17,11 +17,11 @@
 use crate::monitor::{Monitor, TICK};
 pub use crate::monitor::{MonitorOptions, ProgressMode};
 use crate::summary::Summary;
-use bts_checkpoints::{Checkpoint, StoredMode, StoredOptions};
+use bts_checkpoints::{Checkpoint, OutputSeal, StoredMode, StoredOptions};
 use bts_master::polling::{Coordinator, StartPlan};
 use bts_master::{
-    BudgetState, DriveOptions, Event, Observer, Outcome, Output, Pending, Plain, PollingRoutes, RunView, Scheduler,
-    SchedulerConfig, StopReason, Totals, deal, drive, drive_polling,
+    BudgetState, DriveOptions, Event, Observer, Outcome, Output, Pending, Plain, PollingRoutes, RunView, SavePoint,
+    Scheduler, SchedulerConfig, StopReason, Totals, deal, drive, drive_polling,
 };
 use bts_protocol::Returned;
 use bts_protocol::polling::{Counts, PeerMsg, SplitRule};
@@ -30,8 +30,8 @@ use bts_protocol::{ToWorker, TreeSpec};
 use bts_worker::peers::{PeerServer, Router};
 use bts_worker::polling::{Shared, Start, Termination, run_polling_worker};
 use bts_worker::{RunnerSettings, Searcher, Tree, TreeSearcher, WorkerLoop, run_worker};
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{self, Write};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -53,7 +53,8 @@ pub struct RunOptions {
     /// Save the run to this file when it ends (and periodically with `checkpoint_every`).
     pub checkpoint: Option<PathBuf>,
     pub checkpoint_every: Option<Duration>,
-    /// The output file, as recorded in checkpoints (records go to the writer given to `run`).
+    /// The output file, as recorded in checkpoints: relative to the checkpoint's folder when it lies
+    /// in it (records go to the writer given to `run`).
     pub output_path: Option<PathBuf>,
     /// Accept remote workers (`bts worker`) during the run.
     pub listen: Option<ListenOptions>,
@@ -149,8 +150,9 @@ pub enum RunError {
     /// The checkpoint file cannot be written.
     #[error("cannot write the checkpoint {path}: {source}")]
     Checkpoint { path: PathBuf, source: std::io::Error },
-    /// The progress history (`--hist`, `--freq`) cannot be written.
-    #[error("cannot write the history: {0}")]
+    /// The history file (`--hist`) or the job sizes file (`--freq`) cannot be written; the error
+    /// names the file.
+    #[error("cannot write the {0}")]
     History(std::io::Error),
     /// The run went wrong: the output cannot be written, or a lost worker's work cannot be redone.
     #[error("{0}")]
@@ -164,6 +166,9 @@ pub struct Finished {
     pub summary: Summary,
     /// The checkpoint written when the run ended, if any.
     pub checkpoint: Option<PathBuf>,
+    /// Why the checkpoint could not be written when the run ended ([`RunError::Checkpoint`]); the
+    /// previous one stays valid.
+    pub checkpoint_error: Option<RunError>,
 }
 
 /// Asks a run to stop (from a signal handler thread, a timer, ...).
@@ -273,7 +278,12 @@ impl Run {
         let mut hooks = Hooks::new(&tree, &options, &searcher, before, started)?;
         // A first checkpoint at once: the path is checked, and a crash from now on loses nothing.
         if let Some(path) = &options.checkpoint {
-            hooks.saver.checkpoint(&scheduler).map_err(|source| RunError::Checkpoint { path: path.clone(), source })?;
+            let at = SavePoint { output_checksum: output.checksum(), last: false };
+            let jobs = scheduler.pending_jobs();
+            hooks
+                .saver
+                .write(&scheduler, jobs, at)
+                .map_err(|source| RunError::Checkpoint { path: path.clone(), source })?;
         }
         tracing::info!(tree = %tree.command_line(), workers = options.workers, "the run starts");
         let result = drive(&mut scheduler, &events_rx, output, &drive_options, &mut hooks);
@@ -287,7 +297,7 @@ impl Run {
                 let _ = t.join();
             }
         }
-        finished(result?, &scheduler, &hooks.saver)
+        finished(result?, &scheduler, hooks)
     }
 }
 
@@ -372,9 +382,10 @@ impl Run {
         let mut hooks = Hooks::new(&tree, &options, &searcher, before, started)?;
         if let Some(path) = &options.checkpoint {
             // The first checkpoint holds what the run starts from: the root, or the resumed nodes.
+            let at = SavePoint { output_checksum: output.checksum(), last: false };
             hooks
                 .saver
-                .write(&coordinator, initial_jobs)
+                .write(&coordinator, initial_jobs, at)
                 .map_err(|source| RunError::Checkpoint { path: path.clone(), source })?;
         }
         tracing::info!(tree = %tree.command_line(), workers = local, "the run starts (random polling)");
@@ -405,7 +416,7 @@ impl Run {
                 let _ = t.join();
             }
         }
-        finished(result?, &coordinator, &hooks.saver)
+        finished(result?, &coordinator, hooks)
     }
 }
 
@@ -428,11 +439,15 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<std::thread:
 }
 
 /// How the run ended, and its summary.
-fn finished(outcome: Outcome, run: &dyn RunView, saver: &Checkpointer<'_>) -> Result<Finished, RunError> {
+fn finished(outcome: Outcome, run: &dyn RunView, hooks: Hooks<'_>) -> Result<Finished, RunError> {
     tracing::info!(outcome = crate::summary::outcome_name(&outcome), "the run ends");
+    let saver = &hooks.saver;
+    // Checkpoints hold usable times only, so the sum is one a Duration can take.
     let elapsed = Duration::from_secs_f64(saver.before.0) + saver.started.elapsed();
     let summary = Summary::new(&saver.tree.command_line(), &outcome, run, elapsed, saver.before.1 + 1);
-    Ok(Finished { outcome, summary, checkpoint: saver.options.checkpoint.clone() })
+    let checkpoint_error = hooks.last_save_failed;
+    let checkpoint = saver.options.checkpoint.clone().filter(|_| checkpoint_error.is_none());
+    Ok(Finished { outcome, summary, checkpoint, checkpoint_error })
 }
 
 /// The driver's deadlines and timers, from the run's options.
@@ -450,6 +465,8 @@ fn drive_options(options: &RunOptions, started: Instant, workers_may_join: bool)
 struct Hooks<'a> {
     saver: Checkpointer<'a>,
     monitor: Option<Monitor>,
+    /// The run's last checkpoint could not be written: the run still ends with its summary.
+    last_save_failed: Option<RunError>,
 }
 
 impl<'a> Hooks<'a> {
@@ -467,7 +484,7 @@ impl<'a> Hooks<'a> {
             }
             false => None,
         };
-        Ok(Hooks { saver: Checkpointer { tree, options, before, started }, monitor })
+        Ok(Hooks { saver: Checkpointer { tree, options, before, started }, monitor, last_save_failed: None })
     }
 }
 
@@ -478,8 +495,16 @@ impl Observer for Hooks<'_> {
         }
     }
 
-    fn checkpoint(&mut self, scheduler: &dyn RunView) -> std::io::Result<()> {
-        self.saver.checkpoint(scheduler)
+    fn checkpoint(&mut self, run: &dyn RunView, at: SavePoint) -> io::Result<()> {
+        let Some(path) = &self.saver.options.checkpoint else { return Ok(()) };
+        match self.saver.write(run, run.pending_jobs(), at) {
+            Ok(()) => Ok(()),
+            Err(source) if at.last => {
+                self.last_save_failed = Some(RunError::Checkpoint { path: path.clone(), source });
+                Ok(())
+            }
+            Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        }
     }
 
     fn finish(&mut self, scheduler: &dyn RunView) {
@@ -498,15 +523,9 @@ struct Checkpointer<'a> {
     started: Instant,
 }
 
-impl Observer for Checkpointer<'_> {
-    fn checkpoint(&mut self, run: &dyn RunView) -> std::io::Result<()> {
-        self.write(run, run.pending_jobs())
-    }
-}
-
 impl Checkpointer<'_> {
-    /// Writes a checkpoint of `run` whose unvisited nodes are `jobs`.
-    fn write(&self, scheduler: &dyn RunView, jobs: Vec<Pending>) -> std::io::Result<()> {
+    /// Writes a checkpoint of `run` whose unvisited nodes are `jobs`, taken at `at`.
+    fn write(&self, scheduler: &dyn RunView, jobs: Vec<Pending>, at: SavePoint) -> io::Result<()> {
         let Some(path) = &self.options.checkpoint else { return Ok(()) };
         let o = self.options;
         let checkpoint = Checkpoint {
@@ -516,7 +535,7 @@ impl Checkpointer<'_> {
                 order: o.scheduler.order,
                 budget: o.scheduler.budget.clone(),
                 count_only: o.count_only,
-                output: o.output_path.clone(),
+                output: o.output_path.as_deref().map(|output| stored_output(output, path)),
                 checkpoint: o.checkpoint.clone(),
                 checkpoint_every: o.checkpoint_every.map(|d| d.as_secs_f64()),
                 workers: o.workers as u32,
@@ -534,8 +553,19 @@ impl Checkpointer<'_> {
             segments: self.before.1 + 1,
             output_len: scheduler.totals().output_bytes,
             jobs,
+            seal: at.output_checksum.map(|crc| OutputSeal { crc, ended: at.last }),
         };
         bts_checkpoints::write(path, &checkpoint)
+    }
+}
+
+/// The output file as a checkpoint at `checkpoint` records it: relative to the checkpoint's folder
+/// when it lies in it or below, so that a copy of the folder carries on in the copy.
+fn stored_output(output: &Path, checkpoint: &Path) -> PathBuf {
+    let folder = checkpoint.parent().unwrap_or(Path::new(""));
+    match output.strip_prefix(folder) {
+        Ok(inside) if inside.components().all(|c| matches!(c, Component::Normal(_))) => inside.to_path_buf(),
+        _ => output.to_path_buf(),
     }
 }
 

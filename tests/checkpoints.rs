@@ -19,6 +19,7 @@ fn queens(n: usize) -> (u64, u64) {
 fn solutions(n: usize) -> usize {
     match n {
         9 => 352,
+        10 => 724,
         13 => 73_712,
         14 => 365_596,
         _ => unimplemented!(),
@@ -211,7 +212,7 @@ fn resume_keeps_the_stored_options_and_takes_new_ones() {
     assert_eq!(info["options"]["budget"]["initial"], 7);
     assert_eq!(info["options"]["budget"]["fixed"], true);
     assert_eq!(info["options"]["count_only"], true);
-    assert_eq!(info["format_version"], 1);
+    assert_eq!(info["format_version"], 2);
     assert!(info["jobs"].as_u64().unwrap() > 0);
     assert!(info["written"].as_str().unwrap().ends_with('Z'));
     // Output options are fixed by the checkpoint.
@@ -308,4 +309,249 @@ fn an_unwritable_checkpoint_path_is_refused_up_front() {
     let o = bts(&["run", "--checkpoint-every", "5", "queens", "--n", "5"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--checkpoint-every needs --checkpoint"));
+}
+
+/// Waits until `path` exists (a run has written its first checkpoint).
+fn wait_for(path: &Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !path.exists() {
+        assert!(std::time::Instant::now() < deadline, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A run of queens stopped by its node limit: its checkpoint and output file, both in `dir`.
+fn stopped_queens_run(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (ck, out) = (dir.join("run.ckpt"), dir.join("out.txt"));
+    let o = bts(&[
+        "run",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--node-limit",
+        "20000",
+        "queens",
+        "--n",
+        "10",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(std::fs::metadata(&out).unwrap().len() > 0, "the test needs records written before the stop");
+    (ck, out)
+}
+
+#[test]
+fn a_second_bts_on_the_same_checkpoint_or_output_is_refused_until_the_first_dies() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, out) = (dir.path().join("run.ckpt"), dir.path().join("out.txt"));
+    let (ck_s, out_s) = (ck.to_str().unwrap(), out.to_str().unwrap());
+    let mut args = vec!["run", "--workers", "1", "--checkpoint", ck_s, "--output", out_s];
+    args.extend(SLOW_T1);
+    let mut first = bts_command().args(&args).stderr(Stdio::null()).spawn().unwrap();
+    wait_for(&ck);
+    let other = dir.path().join("other");
+    let other_s = other.to_str().unwrap();
+    let attempts: [(&[&str], &str); 4] = [
+        (&["resume", ck_s], "in use by another bts"),
+        (&["resume", ck_s, "--checkpoint", other_s], "the output file"),
+        (&["run", "--checkpoint", ck_s, "--count-only", "queens", "--n", "5"], "the checkpoint"),
+        (&["run", "--output", out_s, "queens", "--n", "5"], "the output file"),
+    ];
+    for (second, what) in attempts {
+        let o = bts(second);
+        assert_eq!(o.status.code(), Some(2), "{second:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(what) && stderr(&o).contains("in use"), "{second:?}: {}", stderr(&o));
+    }
+    assert!(stderr(&bts(&["resume", ck_s])).contains(&format!("(process {})", first.id())));
+    assert!(!other.exists(), "a refused resume wrote a checkpoint");
+    // The lock dies with its process: after kill -9 the run resumes.
+    signal(&first, "-KILL");
+    first.wait().unwrap();
+    let o = bts(&["resume", ck_s, "--time-limit", "0.2"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+}
+
+#[test]
+fn an_output_rewritten_or_appended_to_after_the_run_is_refused_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, out) = stopped_queens_run(dir.path());
+    let records = std::fs::read(&out).unwrap();
+    // Another run's records in the same number of bytes: the length alone would pass.
+    let mut lines: Vec<&[u8]> = records.split_inclusive(|&b| b == b'\n').collect();
+    lines.reverse();
+    let rewritten = lines.concat();
+    assert_ne!(rewritten, records);
+    let appended = [&records[..], b"a line of the user's\n"].concat();
+    for (content, message) in [(&rewritten, "is not this run's output"), (&appended, "bytes more than the run wrote")] {
+        std::fs::write(&out, content).unwrap();
+        let o = bts(&["resume", ck.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(message), "expected '{message}' in {}", stderr(&o));
+        assert_eq!(&std::fs::read(&out).unwrap(), content, "a refused resume changed the output");
+    }
+    // The run's own output resumes to the exact records.
+    std::fs::write(&out, &records).unwrap();
+    let o = bts(&["resume", ck.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    check_queens_output(&out, 10);
+}
+
+#[test]
+fn resuming_a_complete_checkpoint_changes_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, out) = stopped_queens_run(dir.path());
+    assert_eq!(bts(&["resume", ck.to_str().unwrap()]).status.code(), Some(0));
+    let (ck_bytes, out_bytes) = (std::fs::read(&ck).unwrap(), std::fs::read(&out).unwrap());
+    let o = bts(&["resume", ck.to_str().unwrap(), "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(summary(&o)["outputs"], solutions(10));
+    assert_eq!(std::fs::read(&ck).unwrap(), ck_bytes);
+    assert_eq!(std::fs::read(&out).unwrap(), out_bytes);
+}
+
+#[test]
+fn records_written_after_a_periodic_checkpoint_are_cut_but_a_refused_resume_cuts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, out) = stopped_queens_run(dir.path());
+    // The checkpoint as a periodic one: the run may have written records after it.
+    let mut checkpoint = bts_checkpoints::load(&ck).unwrap();
+    checkpoint.seal.as_mut().unwrap().ended = false;
+    bts_checkpoints::write(&ck, &checkpoint).unwrap();
+    let mut content = std::fs::read(&out).unwrap();
+    content.extend_from_slice(b"0 2 4 6 8 1 3 5 7 9\n");
+    std::fs::write(&out, &content).unwrap();
+    let o = bts(&["resume", ck.to_str().unwrap(), "--hist", "/nonexistent-dir/h.csv"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&out).unwrap(), content, "a refused resume cut the output");
+    let o = bts(&["resume", ck.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    check_queens_output(&out, 10);
+}
+
+#[test]
+fn a_version_1_checkpoint_resumes_with_its_output_checked_by_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, out) = stopped_queens_run(dir.path());
+    let checkpoint = bts_checkpoints::load(&ck).unwrap();
+    let payload = postcard::to_allocvec(&checkpoint).unwrap();
+    let mut v1 = bts_checkpoints::encode(&checkpoint);
+    v1.truncate(24);
+    v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+    v1[12..20].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&v1[8..20]);
+    crc.update(&payload);
+    v1[20..24].copy_from_slice(&crc.finalize().to_le_bytes());
+    v1.extend_from_slice(&payload);
+    std::fs::write(&ck, &v1).unwrap();
+    assert_eq!(bts_checkpoints::load(&ck).unwrap().seal, None);
+    let o = bts(&["resume", ck.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("checked by its length only"), "{}", stderr(&o));
+    check_queens_output(&out, 10);
+}
+
+#[test]
+fn a_failed_final_checkpoint_still_reports_the_run_and_keeps_the_previous_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, stop, json) = (dir.path().join("run.ckpt"), dir.path().join("stop"), dir.path().join("s.json"));
+    let ck_s = ck.to_str().unwrap();
+    let mut args = vec!["run", "--workers", "1", "--checkpoint", ck_s, "--stop-file", stop.to_str().unwrap()];
+    args.extend(["--summary-json", json.to_str().unwrap()]);
+    args.extend(SLOW_T1);
+    let child = bts_command().args(&args).stderr(Stdio::piped()).spawn().unwrap();
+    wait_for(&ck);
+    let first = std::fs::read(&ck).unwrap();
+    // The next write fails: a folder is in the way of its temporary file.
+    std::fs::create_dir(dir.path().join(".run.ckpt.tmp")).unwrap();
+    std::fs::write(&stop, "").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("bts: stopped early") || err.contains("nodes,"), "no summary: {err}");
+    assert!(err.contains(&format!("cannot write the checkpoint {ck_s}")), "{err}");
+    assert!(err.contains("still valid"), "{err}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(s["outcome"], "stop-file");
+    assert!(s["nodes"].as_u64().unwrap() > 0);
+    assert_eq!(std::fs::read(&ck).unwrap(), first, "the previous checkpoint changed");
+    assert_eq!(inspect(&ck)["counters"]["nodes"], 0);
+}
+
+#[test]
+fn a_checkpoint_with_a_time_no_clock_can_take_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, _) = stopped_queens_run(dir.path());
+    let mut checkpoint = bts_checkpoints::load(&ck).unwrap();
+    checkpoint.elapsed_s = 1e300;
+    std::fs::write(&ck, bts_checkpoints::encode(&checkpoint)).unwrap();
+    let o = bts(&["resume", ck.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("elapsed_s") && !stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
+
+/// Copies the files of folder `from` into a new folder `to`.
+fn copy_folder(from: &Path, to: &Path) {
+    std::fs::create_dir(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_copy_of_a_run_folder_resumes_in_the_copy_and_leaves_the_original_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("original");
+    std::fs::create_dir(&original).unwrap();
+    let (ck, out) = stopped_queens_run(&original);
+    let copy = dir.path().join("copy");
+    copy_folder(&original, &copy);
+    let before = (std::fs::read(&ck).unwrap(), std::fs::read(&out).unwrap());
+    let o = bts(&["resume", copy.join("run.ckpt").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    check_queens_output(&copy.join("out.txt"), 10);
+    assert_eq!(inspect(&copy.join("run.ckpt"))["complete"], true);
+    assert_eq!((std::fs::read(&ck).unwrap(), std::fs::read(&out).unwrap()), before, "the original was written");
+}
+
+#[test]
+fn a_moved_checkpoint_whose_output_lies_outside_its_folder_needs_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, out) = (dir.path().join("first"), dir.path().join("out.txt"));
+    std::fs::create_dir(&first).unwrap();
+    let ck = first.join("run.ckpt");
+    let o = bts(&[
+        "run",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--node-limit",
+        "20000",
+        "queens",
+        "--n",
+        "10",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let copy = dir.path().join("copy");
+    copy_folder(&first, &copy);
+    let before = std::fs::read(&out).unwrap();
+    let o = bts(&["resume", copy.join("run.ckpt").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("moved or copied") && stderr(&o).contains("--output"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    // Given a copy of the output, the copy carries on there.
+    let copied_out = copy.join("out.txt");
+    std::fs::copy(&out, &copied_out).unwrap();
+    let o = bts(&["resume", copy.join("run.ckpt").to_str().unwrap(), "--output", copied_out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    check_queens_output(&copied_out, 10);
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    // In place, the checkpoint needs nothing more.
+    let o = bts(&["resume", ck.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    check_queens_output(&out, 10);
 }

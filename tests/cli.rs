@@ -156,7 +156,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
     let out = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 16] = [
+    let cases: [(&[&str], &str); 22] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -173,6 +173,13 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["run", "uts", "-d", "0"], "-d must be at least 1"),
         (&["run", "queens"], "--n"),
         (&["run", "gw", "--delta", "1"], "gw: invalid value '1'"),
+        // Seconds no clock can take.
+        (&["run", "--time-limit", "1e300", "uts"], "not a positive number of seconds"),
+        (&["run", "--checkpoint-every", "1e300", "uts"], "not a positive number of seconds"),
+        (&["run", "--listen", "127.0.0.1:0", "--worker-timeout", "1e300", "uts"], "not a positive number of seconds"),
+        (&["worker", "--connect", "127.0.0.1:9", "--retry", "1e300"], "not a positive number of seconds"),
+        (&["run", "exec", "--job-timeout", "1e300", "--", "true"], "not a positive number of seconds"),
+        (&["run", "--freq", "/nonexistent-dir/f.txt", "queens", "--n", "4"], "job sizes (--freq) file"),
     ];
     for (args, message) in cases {
         let o = bts(args);
@@ -204,4 +211,38 @@ fn output_file_is_truncated_not_appended() {
     let o = bts(&["run", "--output", out.to_str().unwrap(), "queens", "--n", "5"]);
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(std::fs::read_to_string(Path::new(&out)).unwrap().lines().count(), 10);
+}
+
+/// A refused run leaves the output file as it was, whatever option is wrong.
+#[test]
+fn a_refused_run_leaves_every_file_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (out, ck, json) = (path("out.txt"), path("run.ckpt"), path("s.json"));
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = busy.local_addr().unwrap().to_string();
+    let cases: [(&[&str], &str); 8] = [
+        (&["--summary-json", &out], "given as both --output and --summary-json"),
+        (&["--checkpoint", &out], "given as both --output and --checkpoint"),
+        (&["--hist", &out], "given as both --output and --hist"),
+        (&["--freq", &out], "given as both --output and --freq"),
+        (&["--hist", &json, "--summary-json", &json], "given as both --summary-json and --hist"),
+        (&["--hist", "/nonexistent-dir/h.csv"], "cannot write the history (--hist) file"),
+        (&["--checkpoint", "/nonexistent-dir/c"], "cannot write the checkpoint file"),
+        (&["--listen", &busy], "cannot listen"),
+    ];
+    for (options, message) in cases {
+        for file in [&out, &ck, &json] {
+            std::fs::write(file, "precious\n").unwrap();
+        }
+        let mut args = vec!["run", "--output", &out];
+        args.extend_from_slice(options);
+        args.extend_from_slice(&["queens", "--n", "6"]);
+        let o = bts(&args);
+        assert_eq!(o.status.code(), Some(2), "{options:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(message), "{options:?}: expected '{message}' in {}", stderr(&o));
+        for file in [&out, &ck, &json] {
+            assert_eq!(std::fs::read_to_string(file).unwrap(), "precious\n", "{options:?} changed {file}");
+        }
+    }
 }

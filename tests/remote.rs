@@ -457,6 +457,10 @@ fn a_lost_polling_process_is_rolled_back_and_each_record_committed_once() {
     // 14-queens has 365,596 solutions (OEIS A000170).
     assert_eq!(summary["outputs"], 365_596);
     assert_records_once(&out, 365_596);
+    // The checkpoint's seal followed the rollback: it is the checksum of the file as it ends.
+    let (checkpoint, records) = (bts_checkpoints::load(&ck).unwrap(), std::fs::read(&out).unwrap());
+    assert_eq!(checkpoint.output_len, records.len() as u64);
+    assert_eq!(checkpoint.seal, Some(bts_checkpoints::OutputSeal { crc: crc32fast::hash(&records), ended: true }));
     let _ = worker_output(late);
 }
 

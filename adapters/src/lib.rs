@@ -48,10 +48,11 @@ pub struct ExecArgs {
     pub command: Vec<String>,
 }
 
+/// At most 1e9 seconds (31 years), as every seconds option of bts: longer cannot be added to a clock.
 fn positive_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-        _ => Err(format!("'{s}' is not a positive number of seconds")),
+        Ok(x) if x > 0.0 && x <= 1e9 => Ok(x),
+        _ => Err(format!("'{s}' is not a positive number of seconds (at most 1e9)")),
     }
 }
 

@@ -17,8 +17,11 @@ pub fn write(path: &Path, checkpoint: &Checkpoint) -> io::Result<()> {
 pub fn write_atomically(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> {
     let tmp = temporary_path(path);
     let result = (|| {
+        // A temporary file left by a crash goes first: the new one is created afresh, with the
+        // mode asked for, and never through a link someone put in its place.
+        let _ = fs::remove_file(&tmp);
         let mut options = fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
+        options.write(true).create_new(true);
         if private {
             use std::os::unix::fs::OpenOptionsExt;
             options.mode(0o600);

@@ -1,9 +1,10 @@
 //! Encoding and decoding checkpoints, with every way a file can be wrong named.
 
-use crate::Checkpoint;
+use crate::{Checkpoint, OutputSeal, usable_seconds};
 
 pub const MAGIC: [u8; 8] = *b"bts-ckpt";
-pub const CURRENT_VERSION: u32 = 1;
+/// Version 2 added the [`OutputSeal`]; version 1 files are still read.
+pub const CURRENT_VERSION: u32 = 2;
 const HEADER: usize = 8 + 4 + 8 + 4;
 
 /// Why a file is not a checkpoint this bts can use.
@@ -27,7 +28,8 @@ pub enum LoadError {
 
 /// The bytes of a checkpoint file.
 pub fn encode(checkpoint: &Checkpoint) -> Vec<u8> {
-    let payload = postcard::to_allocvec(checkpoint).expect("checkpoints serialise");
+    let mut payload = postcard::to_allocvec(checkpoint).expect("checkpoints serialise");
+    payload.extend(postcard::to_allocvec(&checkpoint.seal).expect("seals serialise"));
     let mut out = Vec::with_capacity(HEADER + payload.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&CURRENT_VERSION.to_le_bytes());
@@ -71,15 +73,35 @@ pub fn decode(bytes: &[u8]) -> Result<Checkpoint, LoadError> {
     if checksum(&bytes[8..20], payload) != crc {
         return Err(LoadError::Corrupt("checksum mismatch".into()));
     }
-    if version != CURRENT_VERSION {
+    if version == 0 {
         return Err(LoadError::UnknownVersion(version));
     }
-    let (checkpoint, rest) = postcard::take_from_bytes::<Checkpoint>(payload)
-        .map_err(|e| LoadError::Corrupt(format!("cannot decode the contents: {e}")))?;
+    let cannot_decode = |e: postcard::Error| LoadError::Corrupt(format!("cannot decode the contents: {e}"));
+    let (mut checkpoint, mut rest) = postcard::take_from_bytes::<Checkpoint>(payload).map_err(cannot_decode)?;
+    if version >= 2 {
+        (checkpoint.seal, rest) = postcard::take_from_bytes::<Option<OutputSeal>>(rest).map_err(cannot_decode)?;
+    }
     if !rest.is_empty() {
         return Err(LoadError::Corrupt("trailing bytes in the contents".into()));
     }
+    check_times(&checkpoint)?;
     Ok(checkpoint)
+}
+
+/// The times a checkpoint holds must be ones a clock can take.
+fn check_times(checkpoint: &Checkpoint) -> Result<(), LoadError> {
+    if !usable_seconds(checkpoint.elapsed_s) {
+        return Err(LoadError::Corrupt(format!(
+            "elapsed_s is {}, not a usable number of seconds",
+            checkpoint.elapsed_s
+        )));
+    }
+    if let Some(every) = checkpoint.options.checkpoint_every
+        && !(usable_seconds(every) && every > 0.0)
+    {
+        return Err(LoadError::Corrupt(format!("checkpoint_every is {every}, not a usable number of seconds")));
+    }
+    Ok(())
 }
 
 fn checksum(header: &[u8], payload: &[u8]) -> u32 {

@@ -4,14 +4,17 @@
 //! the budget controller's state, every job not yet committed (those in the job list and the start
 //! nodes of those that were out with workers) and the committed length of the output file.
 //!
-//! # File format (version 1)
+//! # File format (version 2)
 //! | bytes | content |
 //! | --- | --- |
 //! | 8 | magic `bts-ckpt` |
 //! | 4 | format version, little endian |
 //! | 8 | payload length, little endian |
 //! | 4 | CRC-32 of the version, the length and the payload, little endian |
-//! | n | payload: a [`Checkpoint`] in postcard |
+//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] in postcard |
+//!
+//! Version 1 files, which have no output seal, are still read: their output file is checked by
+//! its length only.
 //!
 //! Files are replaced atomically ([`write`]): the previous checkpoint stays valid until the new one
 //! is complete on disk. `README.md` beside this crate argues why resuming from a checkpoint, however
@@ -19,15 +22,17 @@
 
 mod file;
 mod format;
+mod seal;
 
 pub use file::{load, write, write_atomically};
 pub use format::{CURRENT_VERSION, LoadError, MAGIC, decode, encode};
+pub use seal::{OutputSeal, OutputSum, sum_prefix};
 
 use bts_master::{BudgetConfig, BudgetState, Order, Pending, Totals};
 use bts_protocol::TreeSpec;
 use bts_protocol::polling::SplitRule;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The run options a checkpoint carries over to `bts resume` (which may change some of them).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -36,7 +41,9 @@ pub struct StoredOptions {
     pub budget: BudgetConfig,
     /// Output records were counted, not written.
     pub count_only: bool,
-    /// The output file (absolute), or `None` for standard output.
+    /// The output file, or `None` for standard output. Relative to the checkpoint's folder when it
+    /// lies in that folder or below (so that a copy of a run's folder carries on in the copy),
+    /// absolute otherwise; see [`Checkpoint::output_path`].
     pub output: Option<PathBuf>,
     /// Where the run writes its checkpoints.
     pub checkpoint: Option<PathBuf>,
@@ -77,6 +84,10 @@ pub struct Checkpoint {
     pub output_len: u64,
     /// Every job not yet committed.
     pub jobs: Vec<Pending>,
+    /// What the output file must hold for the run to carry on (`None` in a version-1 file). Stored
+    /// after the rest of the payload, so that version 1 is this layout without it.
+    #[serde(skip)]
+    pub seal: Option<OutputSeal>,
 }
 
 impl Checkpoint {
@@ -84,4 +95,24 @@ impl Checkpoint {
     pub fn is_complete(&self) -> bool {
         self.jobs.is_empty()
     }
+
+    /// The output file of the run, `None` for standard output: a relative stored path is taken
+    /// relative to the folder of `checkpoint_path`, the place this checkpoint was loaded from.
+    pub fn output_path(&self, checkpoint_path: &Path) -> Option<PathBuf> {
+        let output = self.options.output.as_ref()?;
+        Some(match checkpoint_path.parent() {
+            Some(folder) if output.is_relative() => folder.join(output),
+            _ => output.clone(),
+        })
+    }
+}
+
+/// The longest time, in seconds, that a run's options or a checkpoint may hold (about 31 years):
+/// anything longer cannot be added to a clock. The command line takes the same bound, so that
+/// whatever a run stores can be loaded again.
+pub const MAX_SECONDS: f64 = 1e9;
+
+/// True when `seconds` is a time this bts can use: finite, not negative, at most [`MAX_SECONDS`].
+pub fn usable_seconds(seconds: f64) -> bool {
+    (0.0..=MAX_SECONDS).contains(&seconds)
 }

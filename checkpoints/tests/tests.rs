@@ -1,6 +1,6 @@
 //! Checkpoint files: round trips, atomic replacement, and every kind of bad file refused cleanly.
 
-use bts_checkpoints::{Checkpoint, LoadError, StoredOptions, decode, encode, load, write};
+use bts_checkpoints::{Checkpoint, LoadError, OutputSeal, StoredOptions, decode, encode, load, write};
 use bts_master::{BudgetConfig, BudgetState, CostModel, Order, Pending, Totals};
 use bts_protocol::{NodeBytes, TreeSpec};
 use proptest::prelude::*;
@@ -40,6 +40,7 @@ fn sample(jobs: usize) -> Checkpoint {
         jobs: (0..jobs)
             .map(|i| Pending { depth: i as u32 % 17, node: NodeBytes::from_slice(&[i as u8; 20]) })
             .collect(),
+        seal: Some(OutputSeal { crc: 0xDEAD_BEEF, ended: jobs == 0 }),
     }
 }
 
@@ -89,11 +90,65 @@ fn bad_files_are_named_for_what_is_wrong() {
     flipped[mid] ^= 0x10;
     expect(&flipped, |e| matches!(e, LoadError::Corrupt(m) if m.contains("checksum")));
     let mut newer = good.clone();
-    newer[8..12].copy_from_slice(&2u32.to_le_bytes());
-    expect(&newer, |e| matches!(e, LoadError::Newer { found: 2, supported: 1 }));
+    newer[8..12].copy_from_slice(&3u32.to_le_bytes());
+    expect(&newer, |e| matches!(e, LoadError::Newer { found: 3, supported: 2 }));
     let mut zero = good.clone();
     zero[8..12].copy_from_slice(&0u32.to_le_bytes());
     expect(&zero, |e| matches!(e, LoadError::Corrupt(_) | LoadError::UnknownVersion(0)));
+}
+
+/// The bytes of a checkpoint file of format version 1, which had no output seal.
+fn encode_v1(checkpoint: &Checkpoint) -> Vec<u8> {
+    let payload = postcard::to_allocvec(checkpoint).unwrap();
+    let mut out = b"bts-ckpt".to_vec();
+    out.extend_from_slice(&1u32.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&out[8..20]);
+    crc.update(&payload);
+    out.extend_from_slice(&crc.finalize().to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+#[test]
+fn version_1_files_still_load_without_a_seal() {
+    let mut checkpoint = sample(7);
+    let v1 = encode_v1(&checkpoint);
+    checkpoint.seal = None;
+    assert_eq!(decode(&v1).unwrap(), checkpoint);
+    // The current version stores the seal, absent or not.
+    assert_eq!(decode(&encode(&checkpoint)).unwrap(), checkpoint);
+    assert_eq!(decode(&encode(&sample(7))).unwrap(), sample(7));
+    assert_eq!(&encode(&sample(7))[8..12], &2u32.to_le_bytes());
+}
+
+#[test]
+fn times_no_clock_can_take_are_refused() {
+    for elapsed in [1e300, f64::INFINITY, f64::NAN, -1.0] {
+        let mut checkpoint = sample(1);
+        checkpoint.elapsed_s = elapsed;
+        let err = decode(&encode(&checkpoint)).unwrap_err();
+        assert!(matches!(&err, LoadError::Corrupt(m) if m.contains("elapsed_s")), "{elapsed}: {err}");
+    }
+    for every in [1e300, 0.0, f64::NAN] {
+        let mut checkpoint = sample(1);
+        checkpoint.options.checkpoint_every = Some(every);
+        let err = decode(&encode(&checkpoint)).unwrap_err();
+        assert!(matches!(&err, LoadError::Corrupt(m) if m.contains("checkpoint_every")), "{every}: {err}");
+    }
+}
+
+#[test]
+fn a_relative_output_is_taken_relative_to_the_checkpoint() {
+    let mut checkpoint = sample(1);
+    checkpoint.options.output = Some("out/records.txt".into());
+    let path = std::path::Path::new("/runs/copy/run.ckpt");
+    assert_eq!(checkpoint.output_path(path), Some("/runs/copy/out/records.txt".into()));
+    checkpoint.options.output = Some("/data/records.txt".into());
+    assert_eq!(checkpoint.output_path(path), Some("/data/records.txt".into()));
+    checkpoint.options.output = None;
+    assert_eq!(checkpoint.output_path(path), None);
 }
 
 #[test]

@@ -88,6 +88,21 @@ pub trait Output: Write {
         let _ = len;
         Err(io::Error::new(io::ErrorKind::Unsupported, "this output cannot be cut back"))
     }
+
+    /// A checksum of everything written so far (after [`sync`](Self::sync)), for checkpoints to
+    /// record; `None` if this output keeps none.
+    fn checksum(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// The moment at which the driver saves a run, for the checkpoint to record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SavePoint {
+    /// [`Output::checksum`] of the output, which holds exactly the committed records.
+    pub output_checksum: Option<u32>,
+    /// The run's last save: nothing is written to the output after it.
+    pub last: bool,
 }
 
 /// An output for records that are counted, not kept.
@@ -137,7 +152,7 @@ pub trait Observer {
 
     /// Saves the run. Called every [`DriveOptions::checkpoint_every`] and when the run ends, at a
     /// consistent moment: the output holds exactly the committed records, synced.
-    fn checkpoint(&mut self, _run: &dyn RunView) -> io::Result<()> {
+    fn checkpoint(&mut self, _run: &dyn RunView, _at: SavePoint) -> io::Result<()> {
         Ok(())
     }
 
@@ -258,7 +273,7 @@ pub fn drive(
         }
         if let Some(outcome) = scheduler.outcome() {
             let outcome = outcome.clone();
-            save(scheduler, output, observer)?;
+            save(scheduler, output, observer, true)?;
             observer.finish(scheduler);
             return Ok(outcome);
         }
@@ -274,7 +289,7 @@ pub fn drive(
             scheduler.clear_job_sizes();
         }
         if due.checkpoint {
-            if let Err(e) = save(scheduler, output, observer) {
+            if let Err(e) = save(scheduler, output, observer, false) {
                 tracing::warn!("cannot write a periodic checkpoint: {e}; the previous one stays valid");
             }
             timers.rearm_checkpoint(options, Instant::now());
@@ -307,7 +322,7 @@ pub fn drive(
             Event::Stop(reason) => scheduler.stop(reason),
             Event::Poll(_) | Event::ProcessJoined { .. } | Event::ProcessLeft(_) | Event::Counts { .. } => {}
             Event::Abort(reason) => {
-                save(scheduler, output, observer)?;
+                save(scheduler, output, observer, true)?;
                 observer.finish(scheduler);
                 return Ok(Outcome::Stopped(reason));
             }
@@ -315,10 +330,15 @@ pub fn drive(
     }
 }
 
-/// Syncs the output, then lets the observer save the run.
-pub(crate) fn save(run: &dyn RunView, output: &mut dyn Output, observer: &mut dyn Observer) -> io::Result<()> {
+/// Syncs the output, then lets the observer save the run; `last`: nothing is written after.
+pub(crate) fn save(
+    run: &dyn RunView,
+    output: &mut dyn Output,
+    observer: &mut dyn Observer,
+    last: bool,
+) -> io::Result<()> {
     output.sync()?;
-    observer.checkpoint(run)
+    observer.checkpoint(run, SavePoint { output_checksum: output.checksum(), last })
 }
 
 /// Where the workers of a random-polling run are: threads of this process (workers `0..local`),
@@ -393,17 +413,17 @@ pub fn drive_polling(
         if let Some(why) = coordinator.pause_complete() {
             match why {
                 PauseFor::Checkpoint => {
-                    if let Err(e) = save(coordinator, output, observer) {
+                    if let Err(e) = save(coordinator, output, observer, false) {
                         tracing::warn!("cannot write a periodic checkpoint: {e}; the previous one stays valid");
                     }
                     coordinator.resume();
                 }
                 PauseFor::Stop(reason) => {
-                    save(coordinator, output, observer)?;
+                    save(coordinator, output, observer, true)?;
                     coordinator.finish(Outcome::Stopped(reason));
                 }
                 PauseFor::Fail(failure) => {
-                    save(coordinator, output, observer)?;
+                    save(coordinator, output, observer, true)?;
                     coordinator.finish(Outcome::Failed(failure));
                 }
             }
@@ -412,7 +432,7 @@ pub fn drive_polling(
         if let Some(outcome) = coordinator.outcome() {
             let outcome = outcome.clone();
             if outcome == Outcome::Complete {
-                save(coordinator, output, observer)?;
+                save(coordinator, output, observer, true)?;
             }
             observer.finish(coordinator);
             return Ok(outcome);

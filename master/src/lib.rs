@@ -11,7 +11,8 @@ mod view;
 
 pub use budget::{Assignment, BudgetConfig, BudgetController, BudgetState, CostModel};
 pub use driver::{
-    Discard, DriveOptions, Event, Link, Observer, Output, Plain, PollingRoutes, ProcessLink, drive, drive_polling,
+    Discard, DriveOptions, Event, Link, Observer, Output, Plain, PollingRoutes, ProcessLink, SavePoint, drive,
+    drive_polling,
 };
 pub use joblist::{JobList, Order, Pending, deal};
 pub use scheduler::{Outcome, Scheduler, SchedulerConfig, StopReason, Totals, Violation, WorkerId};

@@ -1,8 +1,10 @@
 //! Command-line options as clap parses them. They are only checked here; `cli::run` turns them
 //! into the run's configuration.
 
+use bts_checkpoints::{MAX_SECONDS, usable_seconds};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(name = "bts", version, about = "Budgeted tree search: enumerate huge implicit trees in parallel")]
@@ -147,7 +149,7 @@ pub struct RemoteArgs {
     pub token_file: Option<PathBuf>,
     /// Drop a remote worker silent this long; its jobs go back to the job list [default: 10]
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
-    pub worker_timeout: Option<f64>,
+    pub worker_timeout: Option<Duration>,
     /// Cluster launch (mpirun, srun): rank 0 runs the master, the other ranks work for it, meeting
     /// through file F on a shared file system; --workers is then the threads of every rank [default: 1]
     #[arg(long, value_name = "F")]
@@ -199,8 +201,8 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub threads: Option<u32>,
     /// Keep trying to reach the master (and waiting for the address file) this long
-    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = parse_seconds)]
-    pub retry: f64,
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_seconds)]
+    pub retry: Duration,
     /// More log output (-v: info, -vv: debug)
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -270,7 +272,7 @@ pub struct StopArgs {
     pub checkpoint: Option<PathBuf>,
     /// Save the run every SECS seconds without stopping it (needs --checkpoint)
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
-    pub checkpoint_every: Option<f64>,
+    pub checkpoint_every: Option<Duration>,
     /// Stop when file F appears (exit status 3)
     #[arg(long, value_name = "F")]
     pub stop_file: Option<PathBuf>,
@@ -279,7 +281,7 @@ pub struct StopArgs {
     pub node_limit: Option<u64>,
     /// Stop after SECS seconds (fractions allowed; exit status 3)
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
-    pub time_limit: Option<f64>,
+    pub time_limit: Option<Duration>,
 }
 
 fn parse_budget(s: &str) -> Result<u64, String> {
@@ -300,9 +302,80 @@ fn parse_nonnegative(s: &str) -> Result<f64, String> {
     }
 }
 
-pub fn parse_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-        _ => Err(format!("'{s}' is not a positive number of seconds")),
+/// A positive number of seconds, fractions allowed, at most [`MAX_SECONDS`] (which any clock
+/// can take, and a checkpoint can hold).
+pub fn parse_seconds(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x > 0.0 && usable_seconds(x) && Duration::from_secs_f64(x) > Duration::ZERO => {
+            Ok(Duration::from_secs_f64(x))
+        }
+        _ => Err(format!("'{s}' is not a positive number of seconds (at most {MAX_SECONDS:e})")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::time::Instant;
+
+    /// Strings shaped like numbers (huge, tiny, signed, with exponents), numbers printed by Rust,
+    /// and anything at all.
+    fn number_like() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[-+]?[0-9]{0,30}(\\.[0-9]{0,30})?([eE][-+]?[0-9]{1,4})?",
+            any::<f64>().prop_map(|x| x.to_string()),
+            any::<u64>().prop_map(|x| x.to_string()),
+            prop_oneof![Just("inf"), Just("-inf"), Just("NaN"), Just("1e300"), Just("1e-300"), Just("0x10")]
+                .prop_map(String::from),
+            ".{0,12}",
+        ]
+    }
+
+    const SECONDS: [&str; 3] = ["--time-limit", "--checkpoint-every", "--worker-timeout"];
+    const OTHERS: [&str; 9] = [
+        "--workers",
+        "--budget",
+        "--scale",
+        "--lmin",
+        "--lmax",
+        "--maxd",
+        "--initial-depth",
+        "--node-limit",
+        "--order",
+    ];
+
+    proptest! {
+        /// Every number the command line takes is refused with a message or becomes a value the
+        /// run can use: a time any clock can take and a checkpoint can hold.
+        #[test]
+        fn numbers_on_the_command_line_never_panic(value in number_like(), which in 0..SECONDS.len() + OTHERS.len()) {
+            let option = SECONDS.iter().chain(&OTHERS).nth(which).unwrap();
+            match RunArgs::try_parse_from([option, value.as_str()]) {
+                Err(e) => prop_assert!(!e.to_string().is_empty()),
+                Ok(args) => {
+                    let r = &args.remote;
+                    let s = &args.stopping;
+                    for d in [s.time_limit, s.checkpoint_every, r.worker_timeout].into_iter().flatten() {
+                        prop_assert!(d > Duration::ZERO);
+                        prop_assert!(Instant::now().checked_add(d).is_some());
+                        prop_assert!(usable_seconds(d.as_secs_f64()));
+                    }
+                }
+            }
+            let worker = Cli::try_parse_from(["bts", "worker", "--connect", "127.0.0.1:9", "--retry", &value]);
+            if let Ok(Cli { command: Command::Worker(w) }) = worker {
+                prop_assert!(Instant::now().checked_add(w.retry).is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn seconds_beyond_any_clock_are_refused() {
+        for s in ["1e300", "1e10", "inf", "NaN", "-1", "0", "1e-300", "soon"] {
+            assert!(parse_seconds(s).is_err(), "{s}");
+        }
+        assert_eq!(parse_seconds("0.25"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_seconds("1e9"), Ok(Duration::from_secs(1_000_000_000)));
     }
 }

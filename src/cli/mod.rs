@@ -3,6 +3,7 @@
 
 mod args;
 mod estimate;
+mod files;
 mod inspect;
 mod run;
 mod split;

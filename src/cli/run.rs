@@ -1,6 +1,7 @@
 //! `bts run` and `bts resume`: from arguments to a finished run, its summary and its exit status.
 
 use super::args::{Mode, OrderArg, Progress, RunArgs, SplitArg, StartArg};
+use super::files::{self, CheckpointLock, FileOutput, absolute};
 use super::split::split;
 use super::worker::read_token;
 use super::{CliError, Exit, build_tree, print_clap};
@@ -9,8 +10,7 @@ use bts_checkpoints::{Checkpoint, StoredMode};
 use bts_master::{BudgetConfig, Discard, Order, Outcome, Output, Plain, SchedulerConfig, StopReason};
 use bts_worker::remote::{MasterAddress, RemoteOptions};
 use clap::{CommandFactory, FromArgMatches};
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -34,6 +34,9 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         return Err(CliError::usage("--checkpoint-every needs --checkpoint FILE"));
     }
     let mut options = run_options(&args, None)?;
+    let output_path = args.output.output.as_deref().filter(|_| !args.output.count_only);
+    files::check(&args, output_path, options.checkpoint.as_deref())?;
+    let _lock = options.checkpoint.as_deref().map(CheckpointLock::take).transpose()?;
     let (output, output_path) = open_output(&args)?;
     if options.checkpoint.is_some() && output_path.is_none() && !options.count_only {
         tracing::warn!(
@@ -58,6 +61,7 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let Some(path) = parts.tree.map(PathBuf::from) else {
         return Err(CliError::usage("no checkpoint given: bts resume <CHECKPOINT> [RUN-OPTIONS]"));
     };
+    let identity = file_identity(&path);
     let mut checkpoint = bts_checkpoints::load(&path)
         .map_err(|e| CliError::usage(format!("cannot resume from {}: {e}", path.display())))?;
     let searcher = registry.build(&checkpoint.tree).map_err(|e| {
@@ -68,16 +72,36 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         ))
     })?;
     let mut options = run_options(&args, Some(&checkpoint))?;
-    if options.checkpoint.is_none() {
-        options.checkpoint = Some(path);
-    }
+    // The run carries on in the file it was resumed from (a copy of a run carries on in the copy).
+    let resumed_in_place = options.checkpoint.is_none();
+    let written = options.checkpoint.get_or_insert_with(|| absolute(&path)).clone();
     if let Some(b) = args.budget.budget {
         checkpoint.budget.base = b;
     }
-    let (output, output_path) = reopen_output(&args, &checkpoint)?;
-    options.output_path = output_path;
+    let output_path =
+        if checkpoint.options.count_only { None } else { resumed_output_path(&args, &checkpoint, &path)? };
+    files::check(&args, output_path.as_deref(), Some(&written))?;
+    let _lock = CheckpointLock::take(&written)?;
+    if resumed_in_place && file_identity(&path) != identity {
+        return Err(CliError::usage(format!(
+            "{} was replaced while it was being read: is another bts running on it?",
+            path.display()
+        )));
+    }
+    if checkpoint.is_complete() {
+        // Nothing is left to do: report the run without writing anything.
+        options.checkpoint = None;
+    }
+    let output = reopen_output(args.output.output.is_some(), &checkpoint, output_path.as_deref())?;
+    options.output_path = output_path.as_deref().map(absolute);
     warn_if_records_cannot_be_taken_back(&options);
     execute(&args, Run::resume(checkpoint, searcher).options(options), output)
+}
+
+/// Which file `path` is now (`None` if there is none).
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Random polling with remote workers rolls back to the last snapshot when one is lost, which
@@ -146,7 +170,7 @@ fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
         listen
     };
     if let Some(t) = r.worker_timeout {
-        listen.worker_timeout = Duration::from_secs_f64(t);
+        listen.worker_timeout = t;
     }
     Ok(Some(listen))
 }
@@ -171,18 +195,8 @@ fn parse(run_options: &[String], registry: &Registry) -> Result<Parsed, CliError
 
 /// Runs, then reports: summary, JSON, how to resume, exit status.
 fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit, CliError> {
-    let mut summary_file = match &args.output.summary_json {
-        Some(p) if p.as_os_str() != "-" => Some(create(p, "summary")?),
-        _ => None,
-    };
     crate::signals::forward(run.stopper());
-    let finished = run.run_to(&mut *output).inspect_err(|_| {
-        // No summary for a run that went wrong: do not leave an empty file where one was expected.
-        if let (Some(_), Some(path)) = (&summary_file, &args.output.summary_json) {
-            let _ = std::fs::remove_file(path);
-        }
-    });
-    let finished = finished.map_err(|e| match e {
+    let finished = run.run_to(&mut *output).map_err(|e| match e {
         crate::RunError::Checkpoint { .. }
         | crate::RunError::Listen { .. }
         | crate::RunError::Unsupported(_)
@@ -195,19 +209,30 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit
     eprint!("{}", summary.human());
     if let Some(path) = &args.output.summary_json {
         let json = serde_json::to_string(summary).expect("a summary serialises") + "\n";
-        let written = match summary_file.as_mut() {
-            Some(f) => f.write_all(json.as_bytes()).and_then(|_| f.flush()),
-            None => io::stdout().lock().write_all(json.as_bytes()),
+        let written = match path.as_os_str() == "-" {
+            true => io::stdout().lock().write_all(json.as_bytes()),
+            false => std::fs::write(path, json),
         };
         written.map_err(|e| CliError::failure(format!("cannot write the summary to {}: {e}", path.display())))?;
     }
-    let resume_hint = || match &finished.checkpoint {
-        Some(p) => format!("checkpoint written to {0}; resume with: bts resume {0}", p.display()),
-        None => {
+    let resume_hint = || match (&finished.checkpoint, &finished.checkpoint_error) {
+        (Some(p), _) => format!("checkpoint written to {0}; resume with: bts resume {0}", p.display()),
+        (None, Some(e)) => match e {
+            crate::RunError::Checkpoint { path, .. } => format!(
+                "{e}; the previous checkpoint there is still valid: bts resume {} carries on from it",
+                path.display()
+            ),
+            e => e.to_string(),
+        },
+        (None, None) => {
             let unit = if summary.mode == "polling" { "unvisited nodes" } else { "jobs" };
             format!("{} {unit} were left (give --checkpoint FILE to keep them)", summary.queued)
         }
     };
+    let lost_or_failed = matches!(finished.outcome, Outcome::Failed(_) | Outcome::Stopped(StopReason::NoWorkers));
+    if finished.checkpoint_error.is_some() && !lost_or_failed {
+        return Err(CliError::failure(format!("the run ended ({}), but {}", summary.outcome, resume_hint())));
+    }
     match &finished.outcome {
         Outcome::Complete => Ok(Exit::Complete),
         Outcome::Stopped(StopReason::NoWorkers) => {
@@ -274,9 +299,11 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
              name the same output file at a new place",
         ));
     }
-    let checkpoint =
-        args.stopping.checkpoint.clone().map(absolute).or_else(|| stored.and_then(|s| s.checkpoint.clone()));
-    let every = args.stopping.checkpoint_every.or_else(|| stored.and_then(|s| s.checkpoint_every));
+    // When resuming without --checkpoint, the caller names the file resumed from.
+    let checkpoint = args.stopping.checkpoint.as_deref().map(absolute);
+    // Checkpoints hold usable seconds only (bts_checkpoints checks them when loading).
+    let stored_every = stored.and_then(|s| s.checkpoint_every).map(Duration::from_secs_f64);
+    let every = args.stopping.checkpoint_every.or(stored_every);
     Ok(RunOptions {
         workers,
         scheduler: SchedulerConfig {
@@ -285,11 +312,11 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
             node_limit: args.stopping.node_limit,
             ..SchedulerConfig::default()
         },
-        time_limit: args.stopping.time_limit.map(Duration::from_secs_f64),
+        time_limit: args.stopping.time_limit,
         stop_file: args.stopping.stop_file.clone(),
         count_only,
         checkpoint,
-        checkpoint_every: every.map(Duration::from_secs_f64),
+        checkpoint_every: every,
         output_path: None,
         listen,
         mode,
@@ -352,79 +379,55 @@ fn run_mode(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunMode, Cl
     Ok(RunMode::Polling { split, start })
 }
 
-/// An output file, synced to disk before every checkpoint.
-struct FileOutput(BufWriter<File>);
-
-impl Write for FileOutput {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.flush()
-    }
-}
-
-impl Output for FileOutput {
-    fn sync(&mut self) -> io::Result<()> {
-        self.0.flush()?;
-        self.0.get_ref().sync_data()
-    }
-
-    fn rewind(&mut self, len: u64) -> io::Result<()> {
-        self.0.flush()?;
-        let file = self.0.get_mut();
-        file.set_len(len)?;
-        file.seek(SeekFrom::End(0))?;
-        Ok(())
-    }
-}
-
-fn absolute(path: PathBuf) -> PathBuf {
-    std::path::absolute(&path).unwrap_or(path)
-}
-
-fn create(path: &Path, what: &str) -> Result<File, CliError> {
-    File::create(path).map_err(|e| CliError::usage(format!("cannot write the {what} file {}: {e}", path.display())))
-}
-
-/// The output of a new run, and its path for checkpoints.
+/// Where the records of a new run go: its output file, nowhere (`--count-only`) or stdout.
 fn open_output(args: &RunArgs) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
     Ok(match &args.output.output {
         _ if args.output.count_only => (Box::new(Discard), None),
-        Some(path) => {
-            let file = create(path, "output")?;
-            (Box::new(FileOutput(BufWriter::with_capacity(1 << 16, file))), Some(absolute(path.clone())))
-        }
-        None => (Box::new(Plain(BufWriter::with_capacity(1 << 16, io::stdout()))), None),
+        Some(path) => (Box::new(FileOutput::create(path)?), Some(absolute(path))),
+        None => (stdout(), None),
     })
 }
 
-/// The output of a resumed run: the checkpoint's output file, cut back to its committed length.
-fn reopen_output(args: &RunArgs, checkpoint: &Checkpoint) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
-    if checkpoint.options.count_only {
-        return Ok((Box::new(Discard), None));
+fn stdout() -> Box<dyn Output> {
+    Box::new(Plain(BufWriter::with_capacity(1 << 16, io::stdout())))
+}
+
+/// Where the records of a resumed run go: the output file at `path`, checked against the
+/// checkpoint (`given`: named by --output), nowhere, or stdout.
+fn reopen_output(given: bool, checkpoint: &Checkpoint, path: Option<&Path>) -> Result<Box<dyn Output>, CliError> {
+    let relative = checkpoint.options.output.as_ref().is_some_and(|o| o.is_relative());
+    Ok(match path {
+        _ if checkpoint.options.count_only => Box::new(Discard),
+        Some(p) => Box::new(FileOutput::reopen(p, checkpoint).map_err(|e| match given || !relative {
+            true => e,
+            false => CliError::usage(format!(
+                "{} (the checkpoint names its output relative to its own folder; give --output FILE if it is elsewhere)",
+                e.message
+            )),
+        })?),
+        None => stdout(),
+    })
+}
+
+/// The output file of a run resumed from the checkpoint at `path`: `--output`, or the one the
+/// checkpoint names, a relative name taken relative to the checkpoint's folder. A checkpoint that
+/// was moved or copied and names an output outside its folder is refused without `--output`: that
+/// output may be the original run's.
+fn resumed_output_path(args: &RunArgs, checkpoint: &Checkpoint, path: &Path) -> Result<Option<PathBuf>, CliError> {
+    if let Some(given) = &args.output.output {
+        return Ok(Some(given.clone()));
     }
-    let Some(path) = args.output.output.clone().or_else(|| checkpoint.options.output.clone()) else {
-        return Ok((Box::new(Plain(BufWriter::with_capacity(1 << 16, io::stdout()))), None));
-    };
-    let committed = checkpoint.output_len;
-    let open = || -> io::Result<(File, u64)> {
-        let file = OpenOptions::new().write(true).open(&path)?;
-        let len = file.metadata()?.len();
-        Ok((file, len))
-    };
-    let (mut file, len) =
-        open().map_err(|e| CliError::usage(format!("cannot reopen the output file {}: {e}", path.display())))?;
-    if len < committed {
+    let Some(output) = checkpoint.output_path(path) else { return Ok(None) };
+    let written_at = checkpoint.options.checkpoint.as_deref();
+    let moved = written_at.is_none_or(|w| !files::same_file(w, path));
+    if moved && checkpoint.options.output.as_ref().is_some_and(|o| o.is_absolute()) {
         return Err(CliError::usage(format!(
-            "the output file {} holds {len} bytes but the checkpoint committed {committed}: it is not this run's output",
-            path.display()
+            "{} was written as {}: it has been moved or copied, and its output file {} lies outside its folder, so it \
+             may be the original run's; give --output FILE to name the output to carry on (its records so far must be there)",
+            path.display(),
+            written_at.map_or_else(|| "another file".into(), |w| w.display().to_string()),
+            output.display()
         )));
     }
-    let cut = file.set_len(committed).and_then(|_| file.seek(SeekFrom::End(0)));
-    cut.map_err(|e| CliError::failure(format!("cannot cut the output file {} back: {e}", path.display())))?;
-    if len > committed {
-        tracing::info!("cut {} uncommitted bytes from {}", len - committed, path.display());
-    }
-    Ok((Box::new(FileOutput(BufWriter::with_capacity(1 << 16, file))), Some(absolute(path))))
+    Ok(Some(output))
 }

@@ -5,7 +5,6 @@ use super::{CliError, Exit};
 use crate::Registry;
 use bts_worker::remote::{MasterAddress, RemoteError, RemoteOptions, work_for};
 use std::path::Path;
-use std::time::Duration;
 
 pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
     crate::logging::init(args.verbose, args.quiet);
@@ -19,7 +18,7 @@ pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
         None => Vec::new(),
     };
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
-    work(registry, RemoteOptions { master, token, threads, retry_for: Duration::from_secs_f64(args.retry) })
+    work(registry, RemoteOptions { master, token, threads, retry_for: args.retry })
 }
 
 /// Works for a master until its run ends: exit 0; refused (wrong token or version, a tree this bts

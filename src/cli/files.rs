@@ -1,0 +1,315 @@
+//! The files of a run: checked together before any is opened for writing, locked against a second
+//! bts, and the output file, which keeps a running checksum for checkpoints and is cut only once
+//! the run writes to it (so a refusal up to then leaves it as it was).
+
+use super::CliError;
+use super::args::RunArgs;
+use bts_checkpoints::{Checkpoint, OutputSum, sum_prefix};
+use bts_master::Output;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// A path made absolute (without resolving links), as checkpoints record them.
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Checks the files a run will use, before any is opened for writing: no file given to two
+/// options, and every file to be written in an existing folder, and writable if it exists.
+/// `output` and `checkpoint` are the run's (when resuming, those the checkpoint names).
+pub fn check(args: &RunArgs, output: Option<&Path>, checkpoint: Option<&Path>) -> Result<(), CliError> {
+    let o = &args.output;
+    let summary = o.summary_json.as_deref().filter(|p| p.as_os_str() != "-");
+    let written = [
+        ("--output", output, "output"),
+        ("--checkpoint", checkpoint, "checkpoint"),
+        ("--summary-json", summary, "summary"),
+        ("--hist", o.hist.as_deref(), "history (--hist)"),
+        ("--freq", o.freq.as_deref(), "job sizes (--freq)"),
+        ("--address-file", args.remote.address_file.as_deref(), "address"),
+        ("--rendezvous", args.remote.rendezvous.as_deref(), "rendezvous"),
+    ];
+    let read =
+        [("--stop-file", args.stopping.stop_file.as_deref()), ("--token-file", args.remote.token_file.as_deref())];
+    let named: Vec<(&str, &Path)> = written
+        .iter()
+        .map(|&(option, path, _)| (option, path))
+        .chain(read)
+        .filter_map(|(option, path)| Some((option, path?)))
+        .collect();
+    for (i, (a, path_a)) in named.iter().enumerate() {
+        if let Some((b, _)) = named[..i].iter().find(|(_, path_b)| same_file(path_a, path_b)) {
+            return Err(CliError::usage(format!(
+                "{} is given as both {b} and {a}: give each its own file",
+                path_a.display()
+            )));
+        }
+    }
+    for (_, path, what) in written {
+        if let Some(path) = path {
+            check_writable(path)
+                .map_err(|e| CliError::usage(format!("cannot write the {what} file {}: {e}", path.display())))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether two paths name one file: the same file if both exist, else the same absolute path.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => absolute(a) == absolute(b),
+    }
+}
+
+/// Whether `path` can be written, without creating or changing it.
+fn check_writable(path: &Path) -> io::Result<()> {
+    if path.exists() {
+        return OpenOptions::new().write(true).open(path).map(drop);
+    }
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(folder) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(io::Error::new(io::ErrorKind::NotADirectory, format!("{} is not a folder", folder.display()))),
+        Err(e) => Err(io::Error::new(e.kind(), format!("no folder {}", folder.display()))),
+    }
+}
+
+/// Takes an exclusive advisory lock (`flock`) on `file` without waiting: false if another open
+/// file holds it. The kernel releases it when the file is closed, however the process ends.
+fn try_lock(file: &File) -> io::Result<bool> {
+    loop {
+        // SAFETY: flock on a descriptor that `file` owns and keeps open.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            Some(libc::EINTR) => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// The lock of a checkpoint: held while a run writes it. A checkpoint is replaced by renaming, so
+/// the lock is on a file of its own beside it, `.NAME.lock`, which holds the owner's process id.
+pub struct CheckpointLock {
+    _file: File,
+}
+
+impl CheckpointLock {
+    pub fn take(checkpoint: &Path) -> Result<Self, CliError> {
+        let name = checkpoint.file_name().map_or_else(|| "checkpoint".into(), |n| n.to_string_lossy().into_owned());
+        let path = checkpoint.with_file_name(format!(".{name}.lock"));
+        let cannot = |e: io::Error| {
+            CliError::usage(format!("cannot lock the checkpoint {}: {}: {e}", checkpoint.display(), path.display()))
+        };
+        let mut file =
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(cannot)?;
+        if !try_lock(&file).map_err(cannot)? {
+            let owner = std::fs::read_to_string(&path).unwrap_or_default();
+            let owner = owner.trim();
+            let owner = if owner.is_empty() { String::new() } else { format!(" (process {owner})") };
+            return Err(CliError::usage(format!(
+                "the checkpoint {} is in use by another bts{owner}; wait for it to end, or stop it first",
+                checkpoint.display()
+            )));
+        }
+        let pid = std::process::id().to_string();
+        file.set_len(0).and_then(|_| file.write_all(pid.as_bytes())).map_err(cannot)?;
+        Ok(Self { _file: file })
+    }
+}
+
+/// Opens `path` for writing without changing it, and locks it.
+fn open_locked(path: &Path, create: bool) -> Result<File, CliError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| CliError::usage(format!("cannot write the output file {}: {e}", path.display())))?;
+    let locked =
+        try_lock(&file).map_err(|e| CliError::usage(format!("cannot lock the output file {}: {e}", path.display())))?;
+    if !locked {
+        return Err(CliError::usage(format!(
+            "the output file {} is in use by another bts; wait for it to end, or stop it first",
+            path.display()
+        )));
+    }
+    Ok(file)
+}
+
+/// The output file of a run, locked, with a running checksum of what it holds.
+pub struct FileOutput {
+    writer: BufWriter<File>,
+    path: PathBuf,
+    sum: OutputSum,
+    /// Where the run starts writing: the file is cut to this length at the first write or sync.
+    start: Option<u64>,
+    /// The checksums at the start and at the last sync: the places a rollback returns to.
+    marks: [OutputSum; 2],
+}
+
+impl FileOutput {
+    /// The output file of a new run: created if need be, emptied when the run starts writing.
+    pub fn create(path: &Path) -> Result<Self, CliError> {
+        let file = open_locked(path, true)?;
+        Ok(Self::new(file, path, OutputSum::default()))
+    }
+
+    /// The output file of a run resumed from `checkpoint`: it must hold the records the
+    /// checkpoint committed, as its seal records them; bytes written after the checkpoint by the
+    /// run itself are cut off when the run starts writing.
+    pub fn reopen(path: &Path, checkpoint: &Checkpoint) -> Result<Self, CliError> {
+        let file = open_locked(path, false)?;
+        let shown = path.display();
+        let len =
+            file.metadata().map_err(|e| CliError::usage(format!("cannot read the output file {shown}: {e}")))?.len();
+        let committed = checkpoint.output_len;
+        if len < committed {
+            return Err(CliError::usage(format!(
+                "the output file {shown} holds {len} bytes but the checkpoint committed {committed}: it is not this run's output"
+            )));
+        }
+        let Some(seal) = checkpoint.seal else {
+            tracing::warn!(
+                "the checkpoint records no checksum of the output (an older bts wrote it): {shown} is checked by its length only"
+            );
+            let sum = sum_prefix(&mut &file, committed)
+                .map_err(|e| CliError::usage(format!("cannot read the output file {shown}: {e}")))?;
+            return Ok(Self::new(file, path, sum));
+        };
+        if seal.ended && len > committed {
+            return Err(CliError::usage(format!(
+                "the output file {shown} holds {} bytes more than the run wrote: something else wrote to it after the run \
+                 ended; move them away (or cut the file to {committed} bytes) and resume again",
+                len - committed
+            )));
+        }
+        let sum = sum_prefix(&mut &file, committed)
+            .map_err(|e| CliError::usage(format!("cannot read the output file {shown}: {e}")))?;
+        if sum.crc() != seal.crc {
+            return Err(CliError::usage(format!(
+                "the output file {shown} is not this run's output: its first {committed} bytes are not the records the \
+                 checkpoint committed (rewritten by another run?)"
+            )));
+        }
+        Ok(Self::new(file, path, sum))
+    }
+
+    fn new(file: File, path: &Path, sum: OutputSum) -> Self {
+        Self {
+            writer: BufWriter::with_capacity(1 << 16, file),
+            path: path.to_path_buf(),
+            start: Some(sum.len()),
+            marks: [sum.clone(), sum.clone()],
+            sum,
+        }
+    }
+
+    /// Cuts the file to where the run starts, once.
+    fn begin(&mut self) -> io::Result<()> {
+        if let Some(len) = self.start.take() {
+            let file = self.writer.get_mut();
+            let was = file.metadata()?.len();
+            if was != len {
+                file.set_len(len)?;
+                tracing::info!(
+                    "cut {} bytes the run does not own from {}",
+                    was.saturating_sub(len),
+                    self.path.display()
+                );
+            }
+            file.seek(SeekFrom::End(0))?;
+        }
+        Ok(())
+    }
+}
+
+impl Write for FileOutput {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.begin()?;
+        let n = self.writer.write(buf)?;
+        self.sum.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+}
+
+impl Output for FileOutput {
+    fn sync(&mut self) -> io::Result<()> {
+        self.begin()?;
+        self.writer.flush()?;
+        self.writer.get_ref().sync_data()?;
+        self.marks[1] = self.sum.clone();
+        Ok(())
+    }
+
+    fn rewind(&mut self, len: u64) -> io::Result<()> {
+        self.begin()?;
+        self.writer.flush()?;
+        let file = self.writer.get_mut();
+        file.set_len(len)?;
+        file.seek(SeekFrom::End(0))?;
+        // A rollback returns to the last snapshot, where the output was synced; read the file
+        // again only if that is not where it goes.
+        self.sum = match self.marks.iter().find(|m| m.len() == len) {
+            Some(mark) => mark.clone(),
+            None => sum_prefix(&mut File::open(&self.path)?, len)?,
+        };
+        Ok(())
+    }
+
+    fn checksum(&self) -> Option<u32> {
+        Some(self.sum.crc())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crc(bytes: &[u8]) -> u32 {
+        let mut sum = OutputSum::default();
+        sum.update(bytes);
+        sum.crc()
+    }
+
+    #[test]
+    fn the_output_is_cut_only_when_the_run_writes_and_its_checksum_follows_rollbacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        std::fs::write(&path, "an earlier run's records\n").unwrap();
+        let mut out = FileOutput::create(&path).unwrap();
+        // Opening neither cuts nor changes the file.
+        assert_eq!(std::fs::read(&path).unwrap(), b"an earlier run's records\n");
+        assert_eq!(out.checksum(), Some(crc(b"")));
+        out.write_all(b"one\ntwo\n").unwrap();
+        out.sync().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
+        out.write_all(b"three\n").unwrap();
+        assert_eq!(out.checksum(), Some(crc(b"one\ntwo\nthree\n")));
+        // Back to the last sync (a rollback to the snapshot), then to a place that needs reading.
+        out.rewind(8).unwrap();
+        assert_eq!(out.checksum(), Some(crc(b"one\ntwo\n")));
+        out.write_all(b"four\n").unwrap();
+        out.rewind(4).unwrap();
+        assert_eq!(out.checksum(), Some(crc(b"one\n")));
+        out.write_all(b"five\n").unwrap();
+        out.sync().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\nfive\n");
+        assert_eq!(out.checksum(), Some(crc(b"one\nfive\n")));
+    }
+}
