@@ -158,6 +158,10 @@ fn checkpoints_resume_in_either_mode() {
         let s = summary(&o);
         published_t1(&s);
         assert_eq!(s["mode"], then);
+        // After a change of mode the earlier segment's jobs (or steals) are in the count: the
+        // summary does not call them all steals, or all jobs.
+        let mixed = stderr(&o).contains(" jobs and steals and ");
+        assert_eq!(mixed, first != then, "{first} then {then}: {}", stderr(&o));
     }
 }
 

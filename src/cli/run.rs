@@ -2,11 +2,11 @@
 
 use super::args::{Mode, OrderArg, Progress, RunArgs, SplitArg, StartArg};
 use super::split::split;
-use super::worker::read_token;
+use super::worker::{read_or_make_token, read_token};
 use super::{CliError, Exit, build_tree, print_clap};
 use crate::{ListenOptions, MonitorOptions, PollingStart, ProgressMode, Registry, Run, RunMode, RunOptions, SplitRule};
 use bts_checkpoints::{Checkpoint, StoredMode};
-use bts_master::{BudgetConfig, Discard, Order, Outcome, Output, Plain, SchedulerConfig, StopReason};
+use bts_master::{BudgetConfig, Discard, Order, Outcome, Output, SchedulerConfig, StopReason};
 use bts_worker::remote::{MasterAddress, RemoteOptions};
 use clap::{CommandFactory, FromArgMatches};
 use std::fs::{File, OpenOptions};
@@ -17,7 +17,8 @@ use std::time::Duration;
 /// `bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]`
 pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let parts = split(raw, &RunArgs::command());
-    let args = match parse(&parts.run, registry)? {
+    let trees_help = format!("Trees (bts run <TREE> --help for their options):\n{}", registry.describe());
+    let args = match parse(&parts.run, RunArgs::command().after_help(trees_help))? {
         Parsed::Args(a) => a,
         Parsed::Exit(e) => return Ok(e),
     };
@@ -34,16 +35,16 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         return Err(CliError::usage("--checkpoint-every needs --checkpoint FILE"));
     }
     let mut options = run_options(&args, None)?;
-    let (output, output_path) = open_output(&args)?;
-    if options.checkpoint.is_some() && output_path.is_none() && !options.count_only {
-        tracing::warn!(
+    let mut warnings = stdout_warnings(&options);
+    if options.checkpoint.is_some() {
+        warnings.push(
             "output records go to stdout: after a crash, records written since the last checkpoint \
-             would be written again; use --output FILE for exactly-once output"
+             would be written again; use --output FILE for exactly-once output",
         );
     }
+    let (output, output_path) = open_output(&args, warnings)?;
     options.output_path = output_path;
-    warn_if_records_cannot_be_taken_back(&options);
-    execute(&args, Run::with_searcher(spec, searcher).options(options), output)
+    execute(&args, Run::with_searcher(spec, searcher).options(options), output, false)
 }
 
 /// `bts resume <CHECKPOINT> [RUN-OPTIONS]`
@@ -51,7 +52,11 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     // Everything but the checkpoint's path is a run option.
     let mut parts = split(raw, &RunArgs::command());
     parts.run.append(&mut parts.tree_args);
-    let args = match parse(&parts.run, registry)? {
+    let command = RunArgs::command()
+        .name("bts resume")
+        .about("Carry on a run from its checkpoint; run options given change the stored ones")
+        .override_usage("bts resume <CHECKPOINT> [RUN-OPTIONS]");
+    let args = match parse(&parts.run, command)? {
         Parsed::Args(a) => a,
         Parsed::Exit(e) => return Ok(e),
     };
@@ -74,21 +79,54 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     if let Some(b) = args.budget.budget {
         checkpoint.budget.base = b;
     }
-    let (output, output_path) = reopen_output(&args, &checkpoint)?;
+    let (output, output_path) = reopen_output(&args, &checkpoint, stdout_warnings(&options))?;
     options.output_path = output_path;
-    warn_if_records_cannot_be_taken_back(&options);
-    execute(&args, Run::resume(checkpoint, searcher).options(options), output)
+    let polling = matches!(options.mode, RunMode::Polling { .. });
+    let mixed_modes = polling != matches!(checkpoint.options.mode, StoredMode::Polling { .. });
+    execute(&args, Run::resume(checkpoint, searcher).options(options), output, mixed_modes)
 }
 
-/// Random polling with remote workers rolls back to the last snapshot when one is lost, which
-/// records already written to stdout cannot follow.
-fn warn_if_records_cannot_be_taken_back(options: &RunOptions) {
+/// What to warn of if records go to stdout: random polling with remote workers rolls back to the
+/// last snapshot when one is lost, which records already written to stdout cannot follow.
+fn stdout_warnings(options: &RunOptions) -> Vec<&'static str> {
     let polling = matches!(options.mode, RunMode::Polling { .. });
-    if polling && options.listen.is_some() && options.output_path.is_none() && !options.count_only {
-        tracing::warn!(
+    match polling && options.listen.is_some() {
+        true => vec![
             "output records go to stdout: if a remote worker is lost, random polling must take back the \
-             records written since the last snapshot, which stdout cannot, and the run stops; use --output FILE"
-        );
+             records written since the last snapshot, which stdout cannot, and the run stops; use --output FILE",
+        ],
+        false => Vec::new(),
+    }
+}
+
+/// Records on stdout. What there is to warn of about them is said when the first one is written:
+/// a tree without output records is not warned about.
+struct StdoutRecords {
+    out: BufWriter<io::Stdout>,
+    warnings: Vec<&'static str>,
+}
+
+impl StdoutRecords {
+    fn boxed(warnings: Vec<&'static str>) -> Box<dyn Output> {
+        Box::new(Self { out: BufWriter::with_capacity(1 << 16, io::stdout()), warnings })
+    }
+}
+
+impl Write for StdoutRecords {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if !buf.is_empty() {
+            self.warnings.drain(..).for_each(|w| tracing::warn!("{w}"));
+        }
+        self.out.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl Output for StdoutRecords {
+    fn sync(&mut self) -> io::Result<()> {
+        self.out.flush()
     }
 }
 
@@ -118,8 +156,8 @@ fn rendezvous_worker(registry: &Registry, args: &RunArgs, file: &Path, rank: u64
 /// The remote-worker options of a run, checked.
 fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
     let r = &args.remote;
-    let token = r.token_file.as_deref().map(read_token).transpose()?;
     let mut listen = if let Some(file) = &r.rendezvous {
+        let token = r.token_file.as_deref().map(read_token).transpose()?;
         let generated = token.is_none();
         let mut listen = ListenOptions::new(r.listen.as_deref().unwrap_or("0.0.0.0:0"));
         listen.token = token.unwrap_or_else(|| bts_protocol::auth::nonce().to_vec());
@@ -134,7 +172,8 @@ fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
             }
             return Ok(None);
         };
-        let token = token.unwrap_or_default();
+        // The master makes a missing token file; the workers are given the same one.
+        let token = r.token_file.as_deref().map(read_or_make_token).transpose()?.unwrap_or_default();
         if token.is_empty() && !crate::remote::is_loopback(address) {
             return Err(CliError::usage(format!(
                 "refusing to listen on {address} beyond loopback without a token: give --token-file F (the same file to the workers)"
@@ -156,9 +195,8 @@ enum Parsed {
     Exit(Exit),
 }
 
-fn parse(run_options: &[String], registry: &Registry) -> Result<Parsed, CliError> {
-    let trees_help = format!("Trees (bts run <TREE> --help for their options):\n{}", registry.describe());
-    let matches = RunArgs::command().after_help(trees_help).try_get_matches_from(run_options);
+fn parse(run_options: &[String], command: clap::Command) -> Result<Parsed, CliError> {
+    let matches = command.try_get_matches_from(run_options);
     let args = matches.and_then(|m| RunArgs::from_arg_matches(&m));
     match args {
         Ok(a) => {
@@ -169,8 +207,9 @@ fn parse(run_options: &[String], registry: &Registry) -> Result<Parsed, CliError
     }
 }
 
-/// Runs, then reports: summary, JSON, how to resume, exit status.
-fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit, CliError> {
+/// Runs, then reports: summary, JSON, how to resume, exit status. `mixed_modes`: the run's earlier
+/// segments were in the other mode.
+fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>, mixed_modes: bool) -> Result<Exit, CliError> {
     let mut summary_file = match &args.output.summary_json {
         Some(p) if p.as_os_str() != "-" => Some(create(p, "summary")?),
         _ => None,
@@ -191,6 +230,8 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit
     })?;
     drop(output);
 
+    let mut finished = finished;
+    finished.summary.mixed_modes = mixed_modes;
     let summary = &finished.summary;
     eprint!("{}", summary.human());
     if let Some(path) = &args.output.summary_json {
@@ -205,7 +246,9 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit
         Some(p) => format!("checkpoint written to {0}; resume with: bts resume {0}", p.display()),
         None => {
             let unit = if summary.mode == "polling" { "unvisited nodes" } else { "jobs" };
-            format!("{} {unit} were left (give --checkpoint FILE to keep them)", summary.queued)
+            let verb = if summary.queued == 1 { "was" } else { "were" };
+            let left = crate::summary::plural(summary.queued as u64, unit);
+            format!("{left} {verb} left (give --checkpoint FILE to keep them)")
         }
     };
     match &finished.outcome {
@@ -387,25 +430,29 @@ fn create(path: &Path, what: &str) -> Result<File, CliError> {
     File::create(path).map_err(|e| CliError::usage(format!("cannot write the {what} file {}: {e}", path.display())))
 }
 
-/// The output of a new run, and its path for checkpoints.
-fn open_output(args: &RunArgs) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
+/// The output of a new run, and its path for checkpoints; `warnings` apply to records on stdout.
+fn open_output(args: &RunArgs, warnings: Vec<&'static str>) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
     Ok(match &args.output.output {
         _ if args.output.count_only => (Box::new(Discard), None),
         Some(path) => {
             let file = create(path, "output")?;
             (Box::new(FileOutput(BufWriter::with_capacity(1 << 16, file))), Some(absolute(path.clone())))
         }
-        None => (Box::new(Plain(BufWriter::with_capacity(1 << 16, io::stdout()))), None),
+        None => (StdoutRecords::boxed(warnings), None),
     })
 }
 
 /// The output of a resumed run: the checkpoint's output file, cut back to its committed length.
-fn reopen_output(args: &RunArgs, checkpoint: &Checkpoint) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
+fn reopen_output(
+    args: &RunArgs,
+    checkpoint: &Checkpoint,
+    warnings: Vec<&'static str>,
+) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
     if checkpoint.options.count_only {
         return Ok((Box::new(Discard), None));
     }
     let Some(path) = args.output.output.clone().or_else(|| checkpoint.options.output.clone()) else {
-        return Ok((Box::new(Plain(BufWriter::with_capacity(1 << 16, io::stdout()))), None));
+        return Ok((StdoutRecords::boxed(warnings), None));
     };
     let committed = checkpoint.output_len;
     let open = || -> io::Result<(File, u64)> {
