@@ -249,3 +249,18 @@ fn output_file_is_truncated_not_appended() {
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(std::fs::read_to_string(Path::new(&out)).unwrap().lines().count(), 10);
 }
+
+#[test]
+fn programs_the_readme_builds_in_the_repository_are_ignored_by_git() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let ignored = std::fs::read_to_string(format!("{root}/.gitignore")).unwrap();
+    let built: Vec<&str> = readme
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("cc ")?.split(" -o ").nth(1)?.split_whitespace().next())
+        .collect();
+    assert!(built.contains(&"topsort"), "{built:?}");
+    for name in built {
+        assert!(ignored.lines().any(|l| l == format!("/{name}")), ".gitignore lacks /{name}");
+    }
+}

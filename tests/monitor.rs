@@ -138,6 +138,17 @@ fn plots_are_valid_svg_and_png() {
         assert!(text.contains(caption), "no {caption:?} in the SVG");
     }
     assert!(text.matches("<polyline").count() >= 3, "three curves");
+    // Random polling has no job list and no budget: the pictures say what they show instead.
+    let polling = dir.path().join("polling.csv");
+    let args = ["run", "--mode", "polling", "--workers", "2", "--hist", polling.to_str().unwrap()];
+    assert_eq!(bts(&[&args[..], &["uts", "--preset", "T1", "-g", "8"]].concat()).status.code(), Some(0));
+    let o = bts(&["plot", polling.to_str().unwrap(), "-o", svg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for caption in ["nodes on the workers&apos; stacks", "busy workers", "nodes visited"] {
+        assert!(text.contains(caption) || text.contains(&caption.replace("&apos;", "'")), "no {caption:?}");
+    }
+    assert!(!text.contains("job list") && !text.contains("budget b"), "budget-mode captions in a polling plot");
     let decoder = png::Decoder::new(std::fs::File::open(&png).unwrap());
     let mut reader = decoder.read_info().unwrap();
     let mut pixels = vec![0; reader.output_buffer_size()];
@@ -238,4 +249,14 @@ fn the_progress_estimate_says_unknown_on_heavy_tailed_trees() {
         let shown: Vec<_> = rows[..rows.len() - 1].iter().filter(|(_, t)| t.is_some()).collect();
         assert!(shown.is_empty(), "{tree:?}: figures shown for a heavy-tailed tree: {shown:?}");
     }
+}
+
+#[test]
+fn a_slow_estimate_shows_how_far_it_is() {
+    // A legacy program a third of a second a node: 12 probes of one node take 4 seconds.
+    let args = ["estimate", "--probes", "12", "--threads", "1", "exec", "--", "sh", "-c", "sleep 0.33; echo done 1"];
+    let o = bts(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains(" of 12 probes, about 1 nodes so far"), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("about 1 nodes"));
 }
