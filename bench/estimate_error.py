@@ -7,7 +7,7 @@ not support a figure, and whether the true total lay within the shown ±2 standa
 error of an estimate does not depend on the machine's speed, only on the probes taken, so a
 noisy machine is fine.
 
-    cargo build --release && python3 bench/estimate_error.py [--mode budget|polling] [--workers N]
+    cargo build --release && python3 bench/estimate_error.py [--mode budget|polling] [--workers N] [--long]
 """
 
 import argparse
@@ -22,6 +22,11 @@ TREES = [
     ("uts --preset T3L", ["uts", "--preset", "T3L"]),
     ("gw --delta 10 --seed 119440", ["gw", "--delta", "10", "--seed", "119440"]),
     ("queens --n 15", ["queens", "--n", "15"]),
+]
+# Longer runs: more time for probes.
+LONG = [
+    ("uts --preset T1XL", ["uts", "--preset", "T1XL"]),
+    ("queens --n 16", ["queens", "--n", "16"]),
 ]
 POINTS = [0.10, 0.25, 0.50, 0.75, 0.90]
 
@@ -48,6 +53,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="budget")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--long", action="store_true", help="T1XL and queens 16 instead")
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "bts"))
     args = parser.parse_args()
     header = "| tree | run (s) | " + " | ".join(f"at {int(100 * p)}% of the time" for p in POINTS)
@@ -56,7 +62,7 @@ def main():
     print(header)
     print("|" + " --- |" * (len(POINTS) + 3))
     with tempfile.TemporaryDirectory() as tmp:
-        for name, tree in TREES:
+        for name, tree in LONG if args.long else TREES:
             rows = run(args.bin, tree, args.mode, args.workers, os.path.join(tmp, "h.csv"))
             exact = float(rows[-1]["nodes"])
             end = float(rows[-1]["elapsed_s"])

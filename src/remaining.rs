@@ -4,13 +4,14 @@
 //! Budget mode: the work left is the sum of the subtrees of the job list's nodes. Nodes of the same
 //! depth are alike (in UTS they are identically distributed), nodes of different depths are not
 //! (a shallow node of a UTS tree has thousands of times the subtree of a deep one, and a LIFO job
-//! list holds mostly deep ones). So the job list is stratified by depth, as the static partitioning
-//! of Atef et al. maps subtrees by depth: each depth's mean subtree size is estimated from probes of
-//! its own nodes, the work left is Σ n_d · mean_d over the depths d holding n_d nodes, and its
-//! variance Σ n_d² · se_d²; a job out with a worker adds its budget (what it visits before its
-//! frontier comes back to the job list). Probes go where they reduce the variance most. A depth whose probes do
-//! not support a figure ([`Profile::supported`]: heavy-tailed subtrees, too few probes) makes the
-//! whole estimate unknown: a figure missing most of the work is worse than none.
+//! list holds mostly deep ones). So the job list is stratified by depth, as the tree-size
+//! estimation paper the project follows (papers/003) maps subtrees by depth: each depth's mean
+//! subtree size is estimated from probes of its own nodes, the work left is Σ n_d · mean_d over the
+//! depths d holding n_d nodes, and its variance Σ n_d² · se_d²; a job out with a worker adds its
+//! budget (what it visits before its frontier comes back to the job list). Probes go where they
+//! reduce the variance most. A depth whose probes do not support a figure
+//! ([`Profile::supported`]: heavy-tailed subtrees, too few probes) makes the whole estimate
+//! unknown: a figure missing most of the work is worse than none.
 //!
 //! Random polling has no job list to look at: the root is probed instead, and the work left is the
 //! tree's estimated size minus the nodes visited.
@@ -28,15 +29,17 @@ use std::time::{Duration, Instant};
 /// The prober uses at most this share of one core.
 const PROBER_SHARE: f64 = 0.01;
 /// Probes of a batch of nodes go on for about this long (at least one probe a node).
-const SLICE: Duration = Duration::from_millis(2);
+const SLICE: Duration = Duration::from_millis(4);
 /// At most this many depths a batch: the depths not yet supported, at once.
 const BATCH: usize = 16;
 /// Nodes of a depth probed in a batch, one probe each in turn: probes of one node only would show
 /// the spread of that node's probes, not the spread of the depth's subtrees.
 const PICKS: usize = 64;
-/// A depth's mean rests on its last this many batches, so that it follows the job list as its
-/// nodes change (in queens, the nodes left at a depth are not those seen early).
-const WINDOW: usize = 8;
+/// A depth's mean rests on the probes of this long ago at most, so that it follows the job list as
+/// its nodes change (in queens, the nodes left at a depth are not those seen early)...
+const MAX_AGE: Duration = Duration::from_secs(6);
+/// ... and a depth whose last probes are older than this is probed again.
+const REFRESH: Duration = Duration::from_secs(3);
 /// At most this many nodes of the job list are looked at to count its depths (evenly spread).
 const SCAN: usize = 1 << 16;
 /// A figure is shown only when twice its standard error is at most this share of it.
@@ -59,8 +62,8 @@ pub struct Remaining {
     probing: bool,
     /// Random polling: the root, probed again and again.
     root: Option<NodeBytes>,
-    /// Probes by the depth of the probed node: the last [`WINDOW`] batches, and their sum.
-    strata: BTreeMap<u32, (VecDeque<Profile>, Profile)>,
+    /// Probes by the depth of the probed node: the batches of the last [`MAX_AGE`], and their sum.
+    strata: BTreeMap<u32, (VecDeque<(Instant, Profile)>, Profile)>,
     rng: SplitMix64,
 }
 
@@ -121,19 +124,22 @@ impl Remaining {
     /// Takes in the probes done since the last call, asks for the next ones, and says what they
     /// support now.
     pub fn update(&mut self, view: &dyn RunView) -> Guess {
+        let now = Instant::now();
         while let Ok(batch) = self.results.try_recv() {
             for (depth, profile) in batch {
-                let (recent, sum) = self.strata.entry(depth).or_default();
-                recent.push_back(profile);
-                if recent.len() > WINDOW {
-                    recent.pop_front();
-                }
-                *sum = recent.iter().fold(Profile::default(), |mut s, p| {
-                    s.merge(p);
-                    s
-                });
+                self.strata.entry(depth).or_default().0.push_back((now, profile));
             }
             self.probing = false;
+        }
+        for (recent, sum) in self.strata.values_mut() {
+            // The root's probes all stand for the same thing: keep them all.
+            while self.root.is_none() && recent.front().is_some_and(|(t, _)| now.duration_since(*t) > MAX_AGE) {
+                recent.pop_front();
+            }
+            *sum = recent.iter().fold(Profile::default(), |mut s, (_, p)| {
+                s.merge(p);
+                s
+            });
         }
         let nodes = view.totals().nodes as f64;
         if let Some(root) = &self.root {
@@ -161,20 +167,24 @@ impl Remaining {
     }
 
     fn stratum(&self, depth: u32) -> Option<&Profile> {
-        self.strata.get(&depth).map(|(_, sum)| sum)
+        self.strata.get(&depth).map(|(_, sum)| sum).filter(|p| p.estimate.probes > 0)
     }
 
-    /// The depths to probe next: those without enough probes yet (the shallowest first: their
-    /// subtrees are the largest), else the one whose next probe shrinks the variance most
+    /// Whether a depth needs probes before anything else: too few, or none lately.
+    fn young(&self, depth: u32) -> bool {
+        match self.strata.get(&depth) {
+            Some((recent, sum)) => {
+                sum.estimate.probes < MIN_PROBES || recent.back().is_none_or(|(t, _)| t.elapsed() > REFRESH)
+            }
+            None => true,
+        }
+    }
+
+    /// The depths to probe next: those without enough probes or none lately (the shallowest first:
+    /// their subtrees are the largest), else the one whose next probe shrinks the variance most
     /// (n_d² · se_d² / probes), or holds the most work among those the probes do not support.
     fn next_depths(&self, list: &JobListDepths) -> Vec<u32> {
-        let young: Vec<u32> = list
-            .count
-            .keys()
-            .copied()
-            .filter(|&d| self.stratum(d).is_none_or(|p| p.estimate.probes < MIN_PROBES))
-            .take(BATCH)
-            .collect();
+        let young: Vec<u32> = list.count.keys().copied().filter(|&d| self.young(d)).take(BATCH).collect();
         if !young.is_empty() {
             return young;
         }
@@ -262,5 +272,28 @@ impl JobListDepths {
         let scale = if scanned == 0 { 0.0 } else { queued as f64 / scanned as f64 };
         let count = seen.into_iter().map(|(d, n)| (d, n as f64 * scale)).collect();
         Self { count, pick }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Probes of a complete binary tree of 10 levels: every probe is exact (2047).
+    fn exact_probes(n: u64) -> Profile {
+        let levels: Vec<f64> = (0..=10).map(|k| f64::from(1u32 << k)).collect();
+        let mut p = Profile::default();
+        (0..n).for_each(|_| p.add(&levels));
+        p
+    }
+
+    #[test]
+    fn a_figure_needs_support_and_a_small_error() {
+        assert_eq!(figure(100.0, 10.0), Guess::Total { total: 100.0, std_error: 10.0 });
+        assert_eq!(figure(100.0, 30.0), Guess::Unknown, "±60% is no figure");
+        assert_eq!(whole_tree(&exact_probes(40), 1000.0), Guess::Total { total: 2047.0, std_error: 0.0 });
+        assert_eq!(whole_tree(&exact_probes(10), 1000.0), Guess::Unknown, "too few probes");
+        // More nodes visited than the probes allow for: they were wrong.
+        assert_eq!(whole_tree(&exact_probes(40), 5000.0), Guess::Unknown);
     }
 }
