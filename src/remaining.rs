@@ -212,16 +212,29 @@ impl Remaining {
         }
         let (mut left, mut variance) = (0.0, 0.0);
         for (d, &n) in &list.count {
-            match self.stratum(*d) {
-                Some(p) if p.supported() => {
+            match (self.stratum(*d), self.strata.get(d)) {
+                (Some(p), Some((batches, _))) if p.supported() => {
                     left += n * p.estimate.mean;
-                    variance += (n * p.estimate.std_error()).powi(2);
+                    variance += (n * p.estimate.std_error().max(batch_error(batches))).powi(2);
                 }
                 _ => return Guess::Unknown,
             }
         }
         figure(nodes + left + in_flight, variance.sqrt())
     }
+}
+
+/// The standard error of a depth's mean from the spread of its batches' means (batch means): the
+/// nodes of a depth in the job list change from batch to batch as the run moves on, a spread that
+/// the probes of one batch do not show.
+fn batch_error(batches: &VecDeque<(Instant, Profile)>) -> f64 {
+    let means: Vec<f64> = batches.iter().map(|(_, p)| p.estimate.mean).collect();
+    if means.len() < 3 {
+        return 0.0;
+    }
+    let k = means.len() as f64;
+    let mean = means.iter().sum::<f64>() / k;
+    (means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1.0) / k).sqrt()
 }
 
 /// Random polling: the tree's size from probes of the root, unless the nodes visited already
