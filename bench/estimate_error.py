@@ -57,10 +57,10 @@ def main():
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "bts"))
     args = parser.parse_args()
     header = "| tree | run (s) | " + " | ".join(f"at {int(100 * p)}% of the time" for p in POINTS)
-    header += " | shown a figure |"
+    header += " | shown a figure | figures within ±2σ |"
     print(f"mode {args.mode}, {args.workers} workers: estimated total vs the exact count (±: twice the standard error)\n")
     print(header)
-    print("|" + " --- |" * (len(POINTS) + 3))
+    print("|" + " --- |" * (len(POINTS) + 4))
     with tempfile.TemporaryDirectory() as tmp:
         for name, tree in LONG if args.long else TREES:
             rows = run(args.bin, tree, args.mode, args.workers, os.path.join(tmp, "h.csv"))
@@ -70,8 +70,13 @@ def main():
             for p in POINTS:
                 row = next(r for r in rows if float(r["elapsed_s"]) >= p * end)
                 cells.append(cell(row, exact))
-            shown = sum(1 for r in rows if r["estimated_total"]) / len(rows)
-            print(f"| `{name}` | {end:.1f} | " + " | ".join(cells) + f" | {100 * shown:.0f}% of the time |")
+            # The last row, after the end, always holds the exact total: leave it out.
+            figures = [r for r in rows[:-1] if r["estimated_total"]]
+            shown = len(figures) / max(1, len(rows) - 1)
+            inside = [r for r in figures
+                      if abs(float(r["estimated_total"]) - exact) <= 2 * float(r["estimated_std_error"])]
+            honest = f"{100 * len(inside) / len(figures):.0f}%" if figures else "-"
+            print(f"| `{name}` | {end:.1f} | " + " | ".join(cells) + f" | {100 * shown:.0f}% of the time | {honest} |")
 
 
 if __name__ == "__main__":
