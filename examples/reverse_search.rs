@@ -41,8 +41,16 @@ impl AdjacencyOracle for Permutations {
     }
 }
 
+/// The permutations of n elements, enumerated by reverse search
+#[derive(clap::Parser)]
+pub struct Args {
+    /// Elements to permute
+    #[arg(default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=20))]
+    pub n: u8,
+}
+
 fn main() {
-    let n = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(8);
+    let n = <Args as clap::Parser>::parse().n as usize;
     let run = Run::new("permutations", Adjacency(Permutations { n })).options(RunOptions::default());
     let finished = run.run(&mut std::io::sink()).expect("the run works");
     println!(

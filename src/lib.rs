@@ -14,6 +14,7 @@ mod logging;
 mod monitor;
 pub mod plot;
 mod registry;
+mod remaining;
 mod remote;
 mod run;
 mod signals;

@@ -1,16 +1,14 @@
-//! Watching a run: the progress display, the history files (`--hist`, `--freq`) and the estimate
-//! of the work left, refined as the run goes by probing nodes of the job list.
+//! Watching a run: the progress display and the history files (`--hist`, `--freq`), with the
+//! estimate of the work left that [`crate::remaining`] refines as the run goes.
 
-use bts_master::{Observer, Pending, RunView};
-use bts_worker::estimate::{Estimate, SplitMix64, probe};
-use bts_worker::{RunnerSettings, Searcher};
+use crate::remaining::{Guess, Remaining};
+use bts_master::{Observer, RunView};
+use bts_worker::Searcher;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
 /// How progress is shown on stderr.
@@ -46,14 +44,6 @@ const FREQ: &str = "job sizes file (--freq)";
 pub const TICK: Duration = Duration::from_millis(250);
 /// Without a terminal, a progress line this often.
 const LINE_EVERY: Duration = Duration::from_secs(5);
-/// Nodes of the job list probed, one every this long.
-const SAMPLE_EVERY: Duration = Duration::from_millis(500);
-/// Probes per sampled node.
-const PROBES_PER_NODE: u32 = 8;
-/// The estimator uses at most this share of one core.
-const ESTIMATOR_SHARE: f64 = 0.003;
-/// The remaining work is estimated from this many recent samples.
-const WINDOW: usize = 128;
 
 enum Display {
     Bar(ProgressBar),
@@ -70,24 +60,28 @@ pub struct Monitor {
     freq: Option<BufWriter<File>>,
     last: (Instant, u64),
     rate: f64,
-    estimator: Option<Estimator>,
-    next_sample: Instant,
-    /// Recent estimates of the size of a node's subtree in the job list.
-    samples: VecDeque<f64>,
-    rng: SplitMix64,
+    remaining: Option<Remaining>,
 }
 
 impl Monitor {
-    /// `probe`: the tree whose job-list nodes are probed for estimates of the work left (not in
-    /// polling mode, which has no job list to sample).
-    pub fn new(options: &MonitorOptions, probe: Option<&Arc<dyn Searcher>>, before_s: f64) -> std::io::Result<Self> {
+    /// `searcher`: the tree probed for estimates of the work left; `polling`: the run has no job
+    /// list to sample.
+    pub fn new(
+        options: &MonitorOptions,
+        searcher: &Arc<dyn Searcher>,
+        polling: bool,
+        before_s: f64,
+    ) -> std::io::Result<Self> {
         let create = |p: &PathBuf, what: &str| {
             let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()));
             File::create(p).map(|f| BufWriter::with_capacity(1 << 16, f)).map_err(named)
         };
         let mut hist = options.hist.as_ref().map(|p| create(p, HIST)).transpose()?;
         if let Some(h) = hist.as_mut() {
-            writeln!(h, "elapsed_s,nodes,rate,queued,busy_workers,workers,budget,jobs,in_flight,estimated_total")?;
+            writeln!(
+                h,
+                "elapsed_s,nodes,rate,queued,busy_workers,workers,budget,jobs,in_flight,estimated_total,estimated_std_error"
+            )?;
         }
         let freq = options.freq.as_ref().map(|p| create(p, FREQ)).transpose()?;
         let display = match options.progress {
@@ -118,38 +112,8 @@ impl Monitor {
             freq,
             last: (now, 0),
             rate: 0.0,
-            estimator: probe.and_then(Estimator::spawn),
-            next_sample: now,
-            samples: VecDeque::new(),
-            rng: SplitMix64::new(now.elapsed().as_nanos() as u64 ^ 0x5EED),
+            remaining: Remaining::spawn(searcher, polling),
         })
-    }
-
-    /// Nodes still to visit, estimated from probes of nodes sampled from the job list.
-    fn remaining(&self, scheduler: &dyn RunView) -> Option<f64> {
-        if self.samples.len() < 4 {
-            return None;
-        }
-        let mean = self.samples.iter().sum::<f64>() / self.samples.len() as f64;
-        Some(mean * (scheduler.queued() + scheduler.in_flight()) as f64)
-    }
-
-    fn sample(&mut self, scheduler: &dyn RunView) {
-        let Some(estimator) = &self.estimator else { return };
-        while let Ok(e) = estimator.results.try_recv() {
-            if self.samples.len() == WINDOW {
-                self.samples.pop_front();
-            }
-            self.samples.push_back(e);
-        }
-        let now = Instant::now();
-        if now >= self.next_sample && scheduler.queued() > 0 {
-            self.next_sample = now + SAMPLE_EVERY;
-            let i = self.rng.below(scheduler.queued());
-            if let Some(p) = scheduler.pending_at(i) {
-                let _ = estimator.requests.send(p.clone());
-            }
-        }
     }
 
     fn record(&mut self, scheduler: &dyn RunView, last: bool) {
@@ -161,12 +125,14 @@ impl Monitor {
             self.rate = if self.rate == 0.0 { instant } else { 0.7 * self.rate + 0.3 * instant };
         }
         self.last = (now, nodes);
-        self.sample(scheduler);
-        let remaining = self.remaining(scheduler);
+        let guess = self.remaining.as_mut().map_or(Guess::Unknown, |r| r.update(scheduler));
         let elapsed = self.before_s + self.started.elapsed().as_secs_f64();
         let t = scheduler.totals();
         if let Some(h) = self.hist.as_mut() {
-            let total = remaining.map_or(String::new(), |r| format!("{:.0}", nodes as f64 + r));
+            let total = match guess {
+                Guess::Total { total, std_error } => format!("{total:.0},{std_error:.0}"),
+                Guess::Unknown => ",".to_string(),
+            };
             let _ = writeln!(
                 h,
                 "{elapsed:.3},{nodes},{:.0},{},{},{},{},{},{},{total}",
@@ -188,19 +154,17 @@ impl Monitor {
             let mut s = format!("{}  {} nodes  {}/s", duration(elapsed), human(nodes as f64), human(self.rate));
             let (queued, busy, workers) =
                 (human(scheduler.queued() as f64), scheduler.busy_workers(), scheduler.workers());
-            s += &match scheduler.budget() {
-                Some(b) => format!("  L {queued}  busy {busy}/{workers}  b {}", human(b.base() as f64)),
-                // Random polling: no job list and no budget, the nodes wait on the workers' stacks.
-                None => format!("  stacks {queued}  busy {busy}/{workers}"),
+            let busy = match workers {
+                0 => "busy 0/0 (waiting for workers)".to_string(),
+                _ => format!("busy {busy}/{workers}"),
             };
-            if let Some(r) = remaining {
-                let fraction = nodes as f64 / (nodes as f64 + r);
-                s += &format!("  ~{:.0}% of ~{}", 100.0 * fraction, human(nodes as f64 + r));
-                if self.rate > 0.0 {
-                    s += &format!("  ETA {}", duration(r / self.rate));
-                }
-            }
-            (s, remaining.map(|r| nodes as f64 / (nodes as f64 + r)))
+            s += &match scheduler.budget() {
+                Some(b) => format!("  L {queued}  {busy}  b {}", human(b.base() as f64)),
+                // Random polling: no job list and no budget, the nodes wait on the workers' stacks.
+                None => format!("  stacks {queued}  {busy}"),
+            };
+            s += &estimate_text(guess, nodes as f64, self.rate);
+            (s, fraction_done(guess, nodes as f64))
         };
         match &mut self.display {
             Display::Bar(bar) => {
@@ -235,46 +199,29 @@ impl Observer for Monitor {
     }
 }
 
-/// Probes nodes of the job list on a thread of its own, at a small share of one core.
-struct Estimator {
-    requests: Sender<Pending>,
-    results: Receiver<f64>,
+/// The fraction done, when the total is known.
+fn fraction_done(guess: Guess, nodes: f64) -> Option<f64> {
+    match guess {
+        Guess::Total { total, .. } if total > 0.0 => Some((nodes / total).min(1.0)),
+        _ => None,
+    }
 }
 
-impl Estimator {
-    fn spawn(searcher: &Arc<dyn Searcher>) -> Option<Self> {
-        let mut runner = match searcher.runner(RunnerSettings { keep_output: false }) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::debug!("no progress estimate: {e}");
-                return None;
-            }
-        };
-        let (requests, inbox) = mpsc::channel::<Pending>();
-        let (outbox, results) = mpsc::channel();
-        let spawned = std::thread::Builder::new().name("bts-estimator".into()).spawn(move || {
-            let mut rng = SplitMix64::new(0x6B6E_7574_6865_7374);
-            for p in inbox {
-                let started = Instant::now();
-                let mut estimate = Estimate::default();
-                for _ in 0..PROBES_PER_NODE {
-                    match probe(&mut *runner, p.node.clone(), p.depth, &mut |d| rng.below(d)) {
-                        Ok(e) => estimate.add(e),
-                        Err(f) => {
-                            tracing::debug!("progress estimates stop: a probe failed at {}: {}", f.node, f.message);
-                            return;
-                        }
-                    }
-                }
-                if outbox.send(estimate.mean).is_err() {
-                    return;
-                }
-                let pause = started.elapsed().mul_f64(1.0 / ESTIMATOR_SHARE - 1.0);
-                std::thread::sleep(pause.min(Duration::from_secs(30)));
-            }
-        });
-        spawned.ok().map(|_| Self { requests, results })
+/// `  ~63% of ~3.24G ±8%  ETA 42 s` (the ± is twice the standard error, about 95% of the time), or
+/// `  total unknown` when the probes cannot support a figure.
+fn estimate_text(guess: Guess, nodes: f64, rate: f64) -> String {
+    let Guess::Total { total, std_error } = guess else {
+        return "  total unknown".to_string();
+    };
+    let fraction = fraction_done(guess, nodes).unwrap_or(0.0);
+    let mut s = format!("  ~{:.0}% of ~{}", 100.0 * fraction, human(total));
+    if total > 0.0 {
+        s += &format!(" ±{:.0}%", 100.0 * 2.0 * std_error / total);
     }
+    if rate > 0.0 {
+        s += &format!("  ETA {}", duration((total - nodes).max(0.0) / rate));
+    }
+    s
 }
 
 /// 12.3k, 45.6M, 7.89G.
@@ -312,5 +259,13 @@ mod tests {
         assert_eq!(duration(185.0), "3 min 05 s");
         assert_eq!(duration(7620.0), "2 h 07 min");
         assert_eq!(duration(273_600.0), "3 d 04 h");
+    }
+
+    #[test]
+    fn estimates_show_their_error_or_say_unknown() {
+        let guess = Guess::Total { total: 4_000_000.0, std_error: 100_000.0 };
+        assert_eq!(estimate_text(guess, 1_000_000.0, 1e6), "  ~25% of ~4.00M ±5%  ETA 3 s");
+        assert_eq!(estimate_text(Guess::Unknown, 1_000_000.0, 1e6), "  total unknown");
+        assert_eq!(fraction_done(Guess::Unknown, 5.0), None);
     }
 }

@@ -1,5 +1,6 @@
 //! `bts plot`: the job list, the busy workers and the budget of a run over time, from its `--hist`
-//! file, as in Figure 2 of Avis & Devroye. SVG or PNG, by the output's extension.
+//! file, as in Figure 2 of Avis & Devroye (in polling mode the workers' stacks, the busy workers and
+//! the nodes visited). SVG or PNG, by the output's extension.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -103,32 +104,59 @@ struct Panel {
     log: bool,
 }
 
-const PANELS: [Panel; 3] = [
-    Panel {
-        name: "job list |L|",
-        unit: "jobs waiting",
-        value: |s| s.queued,
-        color: BLUE,
-        ceiling: |_| 0.0,
-        log: false,
-    },
-    Panel {
+/// The three pictures: in budget mode the job list, the busy workers and the budget; in polling
+/// mode (no job list, no budget: its `--hist` rows say budget 0) the nodes on the workers' stacks,
+/// the busy workers and the nodes visited.
+fn panels(polling: bool) -> [Panel; 3] {
+    let busy = Panel {
         name: "busy workers",
         unit: "workers",
         value: |s| s.busy_workers,
         color: RGBColor(0, 140, 0),
         ceiling: |s| s.workers,
         log: false,
-    },
-    Panel {
-        name: "budget b",
-        unit: "nodes per job (log)",
-        value: |s| s.budget,
-        color: RED,
-        ceiling: |_| 0.0,
-        log: true,
-    },
-];
+    };
+    if polling {
+        return [
+            Panel {
+                name: "nodes on the workers' stacks",
+                unit: "nodes waiting",
+                value: |s| s.queued,
+                color: BLUE,
+                ceiling: |_| 0.0,
+                log: false,
+            },
+            busy,
+            Panel {
+                name: "nodes visited",
+                unit: "nodes",
+                value: |s| s.nodes,
+                color: RED,
+                ceiling: |_| 0.0,
+                log: false,
+            },
+        ];
+    }
+    [
+        Panel {
+            name: "job list |L|",
+            unit: "jobs waiting",
+            value: |s| s.queued,
+            color: BLUE,
+            ceiling: |_| 0.0,
+            log: false,
+        },
+        busy,
+        Panel {
+            name: "budget b",
+            unit: "nodes per job (log)",
+            value: |s| s.budget,
+            color: RED,
+            ceiling: |_| 0.0,
+            log: true,
+        },
+    ]
+}
 
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
@@ -142,7 +170,8 @@ where
     let root = root.titled(title, ("sans-serif", 24))?;
     let areas = root.split_evenly((3, 1));
     let t_max = samples.last().map_or(1.0, |s| s.elapsed_s).max(1e-3);
-    for (area, panel) in areas.iter().zip(&PANELS) {
+    let polling = samples.iter().all(|s| s.budget == 0.0);
+    for (area, panel) in areas.iter().zip(&panels(polling)) {
         let points: Vec<(f64, f64)> = samples.iter().map(|s| (s.elapsed_s, (panel.value)(s))).collect();
         let y_max = points.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0);
         let mut chart = ChartBuilder::on(area);

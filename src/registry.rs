@@ -69,15 +69,21 @@ impl Registry {
     }
 
     /// Registers a type-erased tree whose options are parsed by clap into `A`.
+    ///
+    /// A plain `#[derive(clap::Parser)]` will do: the tree's options come without a program name,
+    /// and its help shows `bts run NAME [OPTIONS]`. Its description in `bts trees` is the struct's
+    /// doc comment (or `about`).
     pub fn register_parsed<A: clap::Parser>(
         &mut self,
         name: &str,
         build: impl Fn(A) -> Result<Arc<dyn Searcher>, String> + Send + Sync + 'static,
     ) {
-        let about = A::command().get_about().map(|s| s.to_string()).unwrap_or_default();
+        let about = A::command().get_about().map_or_else(|| "(no description)".to_string(), |s| s.to_string());
         let tree_name = name.to_string();
         self.register_searcher(name, &about, move |args| {
-            let parsed = A::try_parse_from(args).map_err(|e| match e.kind() {
+            let command = A::command().no_binary_name(true).bin_name(format!("bts run {tree_name}"));
+            let parsed = command.try_get_matches_from(args).and_then(|m| A::from_arg_matches(&m));
+            let parsed = parsed.map_err(|e| match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                     BuildError::Help(e.render().to_string())
                 }

@@ -8,7 +8,7 @@ use bts_master::net::{NetConfig, Server};
 use bts_protocol::{TreeSpec, Welcome, WireMode};
 use bts_worker::RunnerSettings;
 use bts_worker::peers::{PeerServer, Router};
-use bts_worker::remote::{ADDRESS_FILE_FINISHED, address_file_text};
+use bts_worker::remote::{address_file_finished, address_file_text, launch_id};
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
@@ -28,7 +28,7 @@ impl Listening {
         self.server.finish(Duration::from_secs(5));
         match self.address_file {
             Some(f) if self.rendezvous => {
-                if let Err(e) = write_atomically(&f, ADDRESS_FILE_FINISHED.as_bytes(), true) {
+                if let Err(e) = write_atomically(&f, address_file_finished(launch_id().as_deref()).as_bytes(), true) {
                     tracing::warn!("cannot mark the rendezvous file {} finished: {e}", f.display());
                 }
             }
@@ -89,10 +89,13 @@ pub fn serve(
     };
     let server = Server::start(listener, config, events.clone(), first_id).map_err(failed)?;
     let advertised = advertised(bound);
-    tracing::info!("listening for remote workers on {bound} (advertised as {advertised})");
+    // Said whatever the log level: with port 0 nothing else tells the user which port it is.
+    eprintln!("bts: listening for remote workers on {bound}: bts worker --connect {advertised}");
     if let Some(file) = &listen.address_file {
         let token = listen.token_in_address_file.then_some(listen.token.as_slice());
-        write_atomically(file, address_file_text(&advertised, token).as_bytes(), token.is_some())
+        let launch = launch_id().filter(|_| listen.rendezvous);
+        let launch = launch.as_deref();
+        write_atomically(file, address_file_text(&advertised, token, launch).as_bytes(), token.is_some())
             .map_err(|e| RunError::Setup(format!("cannot write the address file {}: {e}", file.display())))?;
     }
     Ok(Listening { server, address_file: listen.address_file.clone(), rendezvous: listen.rendezvous })

@@ -479,8 +479,8 @@ impl<'a> Hooks<'a> {
     ) -> Result<Self, RunError> {
         let monitor = match options.monitor.is_active() {
             true => {
-                let probe = matches!(options.mode, RunMode::Budget).then_some(searcher);
-                Some(Monitor::new(&options.monitor, probe, before.0).map_err(RunError::History)?)
+                let polling = !matches!(options.mode, RunMode::Budget);
+                Some(Monitor::new(&options.monitor, searcher, polling, before.0).map_err(RunError::History)?)
             }
             false => None,
         };

@@ -36,6 +36,10 @@ pub struct Summary {
     pub queued: usize,
     /// The most jobs L held at once.
     pub max_queued: usize,
+    /// Earlier segments of the run were in the other mode (budget and polling), so `jobs` counts
+    /// jobs and steals together.
+    #[serde(skip)]
+    pub mixed_modes: bool,
 }
 
 pub fn outcome_name(outcome: &Outcome) -> &'static str {
@@ -79,33 +83,98 @@ impl Summary {
             .to_string(),
             queued: scheduler.queued() + scheduler.in_flight(),
             max_queued: scheduler.peak_queued(),
+            mixed_modes: false,
         }
     }
 
     /// Two lines for people.
     pub fn human(&self) -> String {
-        let opt = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
         let t = &self.totals;
         let polling = self.mode == "polling";
-        let sharing = if polling {
-            format!("{} steals, {} nodes moved", t.jobs, t.returned)
-        } else {
-            format!("{} jobs, {} returned, budget {} -> {}", t.jobs, t.returned, self.budget.initial, self.budget.last)
+        let sharing = match (polling, self.mixed_modes) {
+            (_, true) => format!("{} and {} nodes returned or moved", plural(t.jobs, "jobs and steals"), t.returned),
+            (true, false) => format!("{}, {} nodes moved", plural(t.jobs, "steals"), t.returned),
+            (false, false) => format!(
+                "{}, {} returned, budget {} -> {}",
+                plural(t.jobs, "jobs"),
+                t.returned,
+                self.budget.initial,
+                self.budget.last
+            ),
         };
         let unit = if polling { "nodes" } else { "jobs" };
-        let left = if self.queued > 0 { format!(", {} {unit} left", self.queued) } else { String::new() };
+        let left = if self.queued > 0 { format!(", {} left", plural(self.queued as u64, unit)) } else { String::new() };
+        // Legacy programs need not report leaves and depths: say so rather than print "?".
+        let mut counts = vec![plural(t.nodes, "nodes")];
+        counts.extend(t.leaves.map(|l| plural(l, "leaves")));
+        counts.extend(t.max_depth.map(|d| format!("max depth {d}")));
+        counts.push(plural(t.outputs, "outputs"));
+        let unreported = match (t.leaves, t.max_depth) {
+            (None, None) => " (leaves and depths not reported)",
+            (None, Some(_)) => " (leaves not reported)",
+            (Some(_), None) => " (depths not reported)",
+            _ => "",
+        };
         format!(
-            "bts: {}: {} nodes, {} leaves, max depth {}, {} outputs\n\
-             bts: {:.3} s, {:.3} M nodes/s, {} worker{}, {sharing}{left}\n",
+            "bts: {}: {}{unreported}\n\
+             bts: {:.3} s, {:.3} M nodes/s, {}, {sharing}{left}\n",
             self.outcome,
-            t.nodes,
-            opt(t.leaves),
-            opt(t.max_depth.map(u64::from)),
-            t.outputs,
+            counts.join(", "),
             self.elapsed_s,
             self.nodes_per_s / 1e6,
-            self.workers,
-            if self.workers == 1 { "" } else { "s" },
+            plural(self.workers as u64, "workers"),
         )
+    }
+}
+
+/// `n` and the noun, singular for one: 1 job, 2 jobs, 1 leaf, 1 node, 1 job and steal.
+pub fn plural(n: u64, nouns: &str) -> String {
+    if n != 1 {
+        return format!("{n} {nouns}");
+    }
+    let singular = match nouns {
+        "leaves" => "leaf".to_string(),
+        "jobs and steals" => "job or steal".to_string(),
+        _ => nouns.strip_suffix('s').unwrap_or(nouns).to_string(),
+    };
+    format!("1 {singular}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(totals: Totals, mode: &str, queued: usize) -> Summary {
+        Summary {
+            complete: queued == 0,
+            outcome: if queued == 0 { "complete" } else { "time-limit" }.into(),
+            tree: "t".into(),
+            mode: mode.into(),
+            totals,
+            workers: 1,
+            elapsed_s: 1.0,
+            segments: 1,
+            nodes_per_s: 1.0,
+            budget: BudgetSummary { initial: 100, last: 100 },
+            order: "lifo".into(),
+            queued,
+            max_queued: 1,
+            mixed_modes: false,
+        }
+    }
+
+    #[test]
+    fn one_is_singular_and_unreported_counts_are_said_so() {
+        let t = Totals { nodes: 1, leaves: None, max_depth: None, outputs: 1, jobs: 1, returned: 0, output_bytes: 2 };
+        let text = summary(t.clone(), "budget", 1).human();
+        assert!(text.contains("1 node, 1 output (leaves and depths not reported)"), "{text}");
+        assert!(text.contains("1 worker, 1 job, 0 returned") && text.contains(", 1 job left"), "{text}");
+        assert!(!text.contains('?') && !text.contains("1 jobs"), "{text}");
+        let known = Totals { leaves: Some(1), max_depth: Some(0), ..t.clone() };
+        assert!(summary(known, "budget", 0).human().contains("1 node, 1 leaf, max depth 0, 1 output\n"));
+        let mut mixed = summary(t, "polling", 0);
+        mixed.mixed_modes = true;
+        assert!(mixed.human().contains("1 job or steal and 0 nodes returned or moved"), "{}", mixed.human());
+        assert!(!mixed.human().contains("steals,"), "{}", mixed.human());
     }
 }

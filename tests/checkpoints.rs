@@ -3,7 +3,7 @@
 use crate::util::*;
 use bts::trees::Queens;
 use bts::{Limits, Tree, search};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -208,7 +208,8 @@ fn resume_keeps_the_stored_options_and_takes_new_ones() {
     let info = inspect(&ck);
     assert_eq!(info["tree"], "queens --n 9");
     assert_eq!(info["counters"]["nodes"], 1000);
-    assert_eq!(info["options"]["order"], "Fifo");
+    // Spelled as the summary and the command line spell them.
+    assert_eq!((&info["options"]["order"], &info["options"]["mode"]), (&json!("fifo"), &json!("budget")));
     assert_eq!(info["options"]["budget"]["initial"], 7);
     assert_eq!(info["options"]["budget"]["fixed"], true);
     assert_eq!(info["options"]["count_only"], true);

@@ -204,6 +204,50 @@ fn help_is_not_an_error() {
 }
 
 #[test]
+fn every_command_has_its_own_help() {
+    let out = |args: &[&str]| {
+        let o = bts(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // `bts help run` is `bts run --help`, with every option, not clap's empty page.
+    assert_eq!(out(&["help", "run"]), out(&["run", "--help"]));
+    assert!(out(&["help", "run"]).contains("--fixed-budget"));
+    assert!(out(&["help", "estimate"]).contains("--probes"));
+    assert!(out(&["help"]).contains("resume"));
+    let resume = out(&["resume", "--help"]);
+    assert!(resume.contains("Usage: bts resume <CHECKPOINT> [RUN-OPTIONS]"), "{resume}");
+    assert!(resume.contains("--workers") && !resume.contains("Usage: bts run"), "{resume}");
+    for (tree, usage) in [("uts", "Usage: bts run uts [OPTIONS]"), ("queens", "Usage: bts run queens --n <N>")] {
+        let text = out(&["run", tree, "--help"]);
+        assert!(text.contains(usage), "{text}");
+    }
+    // A worker needs one of two ways to find its master, and says both.
+    let o = bts(&["worker"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--connect <HOST:PORT>") && stderr(&o).contains("--connect-file <F>"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_checkpoint_warning_about_stdout_waits_for_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("c.ckpt");
+    let ck = ck.to_str().unwrap();
+    // UTS has no output records: nothing could be written twice.
+    let o = bts(&["run", "--checkpoint", ck, "--progress", "never", "uts", "--preset", "T1", "-d", "5"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("WARN"), "{}", stderr(&o));
+    let o = bts(&["run", "--checkpoint", ck, "--progress", "never", "queens", "--n", "6"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("records written since the last checkpoint would be written again"));
+    assert_eq!(o.stdout.iter().filter(|&&b| b == b'\n').count(), 4, "the 4 solutions of 6-queens");
+}
+
+#[test]
 fn output_file_is_truncated_not_appended() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.txt");
@@ -244,5 +288,20 @@ fn a_refused_run_leaves_every_file_untouched() {
         for file in [&out, &ck, &json] {
             assert_eq!(std::fs::read_to_string(file).unwrap(), "precious\n", "{options:?} changed {file}");
         }
+    }
+}
+
+#[test]
+fn programs_the_readme_builds_in_the_repository_are_ignored_by_git() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let ignored = std::fs::read_to_string(format!("{root}/.gitignore")).unwrap();
+    let built: Vec<&str> = readme
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("cc ")?.split(" -o ").nth(1)?.split_whitespace().next())
+        .collect();
+    assert!(built.contains(&"topsort"), "{built:?}");
+    for name in built {
+        assert!(ignored.lines().any(|l| l == format!("/{name}")), ".gitignore lacks /{name}");
     }
 }

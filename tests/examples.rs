@@ -3,6 +3,9 @@
 #[path = "../examples/linear_extensions/tree.rs"]
 mod linear_extensions;
 #[allow(dead_code)]
+#[path = "../examples/readme.rs"]
+mod readme;
+#[allow(dead_code)]
 #[path = "../examples/reverse_search.rs"]
 mod reverse_search;
 
@@ -69,4 +72,57 @@ fn reverse_search_finds_every_permutation_once() {
             .unwrap();
         assert_eq!(finished.summary.totals.nodes, factorial(n), "n = {n}");
     }
+}
+
+#[test]
+fn every_rust_snippet_of_the_readme_is_in_the_compiled_example() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/readme.rs")).unwrap();
+    let snippets: Vec<&str> = readme.split("```rust\n").skip(1).map(|rest| rest.split("```").next().unwrap()).collect();
+    assert_eq!(snippets.len(), 3, "the README's Rust snippets");
+    for snippet in snippets {
+        assert!(example.contains(snippet), "examples/readme.rs lacks this README snippet:\n{snippet}");
+    }
+}
+
+#[test]
+fn the_readme_library_snippet_runs() {
+    assert_eq!(readme::count().unwrap(), 1 << 16);
+}
+
+#[test]
+fn a_plain_clap_derive_gives_a_tree_the_command_line() {
+    use bts::cli::Exit;
+    let mut registry = bts::Registry::builtin();
+    registry.register::<readme::SubsetsArgs, _>("subsets", |args| Ok(readme::Subsets { n: args.n }));
+    assert!(registry.describe().contains("subsets  The subsets of {0, ..., n-1}"), "{}", registry.describe());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let args = ["mytree", "run", "--progress", "never", "--count-only", "--summary-json"];
+    let args = args.iter().copied().chain([json.to_str().unwrap(), "subsets", "--n", "16"]);
+    assert_eq!(bts::cli::run(&registry, args.map(Into::into)), Exit::Complete);
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(summary["nodes"], 1 << 16);
+    let help = registry.build(&bts::TreeSpec::new("subsets", ["--help"]));
+    match help {
+        Err(bts::BuildError::Help(text)) => assert!(text.contains("Usage: bts run subsets"), "{text}"),
+        _ => panic!("no help"),
+    }
+    // Without a description, `bts trees` says so rather than show nothing.
+    #[derive(clap::Parser)]
+    struct Bare {
+        #[arg(long)]
+        n: u32,
+    }
+    registry.register::<Bare, _>("bare", |a| Ok(readme::Subsets { n: a.n }));
+    assert!(registry.describe().contains("bare     (no description)"), "{}", registry.describe());
+}
+
+#[test]
+fn the_reverse_search_example_shows_its_help_instead_of_running() {
+    use clap::Parser;
+    let help = reverse_search::Args::try_parse_from(["reverse_search", "--help"]).err().unwrap();
+    assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+    assert_eq!(reverse_search::Args::try_parse_from(["reverse_search"]).unwrap().n, 8);
+    assert!(reverse_search::Args::try_parse_from(["reverse_search", "x"]).is_err());
 }

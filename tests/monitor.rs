@@ -99,7 +99,9 @@ fn history_and_job_sizes_are_written_as_the_run_goes() {
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("elapsed_s,nodes,rate,queued,busy_workers,workers,budget,jobs,in_flight,estimated_total")
+        Some(
+            "elapsed_s,nodes,rate,queued,busy_workers,workers,budget,jobs,in_flight,estimated_total,estimated_std_error"
+        )
     );
     let rows: Vec<Vec<f64>> =
         lines.map(|l| l.split(',').map(|f| if f.is_empty() { -1.0 } else { f.parse().unwrap() }).collect()).collect();
@@ -113,7 +115,7 @@ fn history_and_job_sizes_are_written_as_the_run_goes() {
     assert_eq!(last[1] as u64, 4_130_071);
     assert_eq!(last[7] as u64, s["jobs"].as_u64().unwrap());
     assert_eq!(last[4] as u64, 0, "nobody busy at the end");
-    assert!(rows.iter().any(|r| r[9] > 0.0), "some estimate of the total");
+    assert_eq!((last[9], last[10]), (4_130_071.0, 0.0), "at the end the total is known");
     let sizes: Vec<u64> = std::fs::read_to_string(&freq).unwrap().lines().map(|l| l.parse().unwrap()).collect();
     assert_eq!(sizes.len() as u64, s["jobs"].as_u64().unwrap());
     assert_eq!(sizes.iter().sum::<u64>(), 4_130_071);
@@ -136,6 +138,17 @@ fn plots_are_valid_svg_and_png() {
         assert!(text.contains(caption), "no {caption:?} in the SVG");
     }
     assert!(text.matches("<polyline").count() >= 3, "three curves");
+    // Random polling has no job list and no budget: the pictures say what they show instead.
+    let polling = dir.path().join("polling.csv");
+    let args = ["run", "--mode", "polling", "--workers", "2", "--hist", polling.to_str().unwrap()];
+    assert_eq!(bts(&[&args[..], &["uts", "--preset", "T1", "-g", "8"]].concat()).status.code(), Some(0));
+    let o = bts(&["plot", polling.to_str().unwrap(), "-o", svg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for caption in ["nodes on the workers&apos; stacks", "busy workers", "nodes visited"] {
+        assert!(text.contains(caption) || text.contains(&caption.replace("&apos;", "'")), "no {caption:?}");
+    }
+    assert!(!text.contains("job list") && !text.contains("budget b"), "budget-mode captions in a polling plot");
     let decoder = png::Decoder::new(std::fs::File::open(&png).unwrap());
     let mut reader = decoder.read_info().unwrap();
     let mut pixels = vec![0; reader.output_buffer_size()];
@@ -186,4 +199,65 @@ fn the_default_log_level_is_quiet_and_v_says_more() {
     assert_eq!(lines.len(), 2, "only the summary: {lines:?}");
     let o = bts(&["run", "-v", "--progress", "never", "--output", out.to_str().unwrap(), "queens", "--n", "8"]);
     assert!(stderr(&o).contains("INFO"), "{}", stderr(&o));
+}
+
+/// The rows of a `--hist` file: (nodes, estimated total or None, its standard error).
+fn estimates(hist: &std::path::Path) -> Vec<(f64, Option<(f64, f64)>)> {
+    let text = std::fs::read_to_string(hist).unwrap();
+    text.lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let total = (!f[9].is_empty()).then(|| (f[9].parse().unwrap(), f[10].parse().unwrap()));
+            (f[1].parse().unwrap(), total)
+        })
+        .collect()
+}
+
+#[test]
+fn the_progress_estimate_is_a_figure_where_probes_support_one() {
+    // Queens: probes of the job list's nodes, depth by depth, support a figure before the end, and
+    // the figures are near the exact size.
+    let exact = count(&Queens::new(14)) as f64;
+    let dir = tempfile::tempdir().unwrap();
+    let hist = dir.path().join("h.csv");
+    let args = ["run", "--workers", "1", "--count-only", "--progress", "never", "--hist", hist.to_str().unwrap()];
+    let o = bts(&[&args[..], &["queens", "--n", "14"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rows = estimates(&hist);
+    let figures: Vec<(f64, f64)> =
+        rows[..rows.len() - 1].iter().filter_map(|&(nodes, t)| t.filter(|_| nodes < exact)).collect();
+    assert!(!figures.is_empty(), "no figure before the end in {} rows", rows.len());
+    let mut errors: Vec<f64> = figures.iter().map(|(total, _)| (total / exact - 1.0).abs()).collect();
+    errors.sort_by(f64::total_cmp);
+    assert!(errors[errors.len() / 2] < 0.1, "median error {} of {figures:?}, exact {exact}", errors[errors.len() / 2]);
+    assert!(errors[errors.len() - 1] < 0.5, "{figures:?}, exact {exact}");
+}
+
+#[test]
+fn the_progress_estimate_says_unknown_on_heavy_tailed_trees() {
+    // A critical Galton-Watson tree of 112,154,163 nodes and the binomial UTS tree T3L
+    // (111,345,631): almost every probe dies young, and any figure would be far too small.
+    for tree in [&["gw", "--delta", "10", "--seed", "119440"][..], &["uts", "--preset", "T3L"]] {
+        let dir = tempfile::tempdir().unwrap();
+        let hist = dir.path().join("h.csv");
+        let args = ["run", "--workers", "2", "--time-limit", "3", "--progress", "never"];
+        let o = bts(&[&args[..], &["--hist", hist.to_str().unwrap()], tree].concat());
+        assert!(matches!(o.status.code(), Some(0 | 3)), "{}", stderr(&o));
+        let rows = estimates(&hist);
+        assert!(rows.len() >= 5, "{} rows", rows.len());
+        // The last row may be the end of the run, where the total is known.
+        let shown: Vec<_> = rows[..rows.len() - 1].iter().filter(|(_, t)| t.is_some()).collect();
+        assert!(shown.is_empty(), "{tree:?}: figures shown for a heavy-tailed tree: {shown:?}");
+    }
+}
+
+#[test]
+fn a_slow_estimate_shows_how_far_it_is() {
+    // A legacy program a third of a second a node: 12 probes of one node take 4 seconds.
+    let args = ["estimate", "--probes", "12", "--threads", "1", "exec", "--", "sh", "-c", "sleep 0.33; echo done 1"];
+    let o = bts(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains(" of 12 probes, about 1 nodes so far"), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("about 1 nodes"));
 }

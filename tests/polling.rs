@@ -4,6 +4,7 @@
 use crate::util::*;
 use bts::trees::{Gw, Preset, Queens, Uts};
 use bts::{Limits, PollingStart, Run, RunMode, RunOptions, SplitRule, Tree, search};
+use serde_json::Value;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -169,11 +170,18 @@ fn checkpoints_resume_in_either_mode() {
             "10",
         ]);
         assert_eq!(o.status.code(), Some(3), "{first}: {}", stderr(&o));
+        let info: Value = serde_json::from_slice(&bts(&["inspect", ck_s]).stdout).unwrap();
+        assert_eq!(info["options"]["mode"], first);
+        assert_eq!(info["options"]["split"].as_str(), (first == "polling").then_some("alternate"));
         let o = bts(&["resume", ck_s, "--mode", then, "--workers", "2", "--summary-json", "-"]);
         assert_eq!(o.status.code(), Some(0), "{first} then {then}: {}", stderr(&o));
         let s = summary(&o);
         published_t1(&s);
         assert_eq!(s["mode"], then);
+        // After a change of mode the earlier segment's jobs (or steals) are in the count: the
+        // summary does not call them all steals, or all jobs.
+        let mixed = stderr(&o).contains(" jobs and steals and ");
+        assert_eq!(mixed, first != then, "{first} then {then}: {}", stderr(&o));
     }
 }
 

@@ -341,9 +341,41 @@ fn cluster_ranks_meet_through_the_rendezvous_file() {
     assert_t1(&s);
     assert_eq!(s["workers"], 3);
     // The file says the run is over: a rank that starts now leaves at once.
-    assert_eq!(std::fs::read_to_string(&rendezvous).unwrap(), "finished\n");
+    assert!(std::fs::read_to_string(&rendezvous).unwrap().starts_with("finished\n"));
     let late = bts_command().args(&args).env("PMI_RANK", "5").output().unwrap();
     assert_eq!(late.status.code(), Some(0), "{}", String::from_utf8_lossy(&late.stderr));
+}
+
+#[test]
+fn a_rank_does_not_take_the_end_of_the_launch_before_for_its_own() {
+    // A fast run of the launch just before left its rendezvous file saying `finished` a moment ago;
+    // a worker rank of the next launch that reads it before its master replaces it must not leave.
+    let dir = tempfile::tempdir().unwrap();
+    let rendezvous = dir.path().join("rendezvous");
+    let summary = dir.path().join("summary.json");
+    std::fs::write(&rendezvous, "finished\nlaunch 1111\n").unwrap();
+    let args = ["run", "--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary.to_str().unwrap()];
+    let args: Vec<&str> = args.into_iter().chain(["uts", "--preset", "T1", "-g", "3"]).collect();
+    let rank = |r: u32| {
+        bts_command()
+            .args(&args)
+            .env("PMIX_RANK", r.to_string())
+            .env("PMIX_NAMESPACE", "2222")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let worker = rank(1);
+    std::thread::sleep(Duration::from_millis(500));
+    let (code, log) = worker_output(rank(0));
+    assert_eq!(code, Some(0), "{log}");
+    let (code, log) = worker_output(worker);
+    assert_eq!(code, Some(0), "{log}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_t1(&s);
+    assert_eq!(s["workers"], 2, "the worker rank joined");
+    assert_eq!(std::fs::read_to_string(&rendezvous).unwrap(), "finished\nlaunch 2222\n");
 }
 
 #[test]
@@ -599,4 +631,67 @@ fn polling_workers_that_give_up_on_the_master_are_rolled_back_not_finished() {
     assert_eq!(summary["complete"], true, "{summary}");
     assert_eq!(summary["outputs"], 365_596, "{log}");
     assert_records_once(&out, 365_596);
+}
+
+#[test]
+fn the_master_says_where_it_listens_and_that_it_waits_for_workers() {
+    let args = ["run", "--listen", "127.0.0.1:0", "--workers", "0", "--progress", "always", "--count-only"];
+    let mut master = bts_command().args(args).args(["queens", "--n", "8"]).stderr(Stdio::piped()).spawn().unwrap();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut stderr = master.stderr.take().unwrap();
+    let reader = {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            let mut byte = [0u8];
+            while stderr.read(&mut byte).is_ok_and(|n| n == 1) {
+                log.lock().unwrap().push(byte[0] as char);
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let seen = |what: &str| loop {
+        if log.lock().unwrap().contains(what) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no {what:?} in {}", log.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Port 0: only this line tells which port the master took, without -v or --address-file.
+    seen("bts worker --connect 127.0.0.1:");
+    seen("busy 0/0 (waiting for workers)");
+    let text = log.lock().unwrap().clone();
+    let address = text.split("bts worker --connect ").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    let w = worker(&["--connect", &address, "--threads", "1"]);
+    assert_eq!(wait_bounded(&mut master, Duration::from_secs(60)).code(), Some(0));
+    reader.join().unwrap();
+    assert!(log.lock().unwrap().contains("complete: 2057 nodes"), "{}", log.lock().unwrap());
+    assert_eq!(worker_output(w).0, Some(0));
+}
+
+#[test]
+fn a_missing_token_file_is_made_by_the_master_and_read_by_the_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    let t = token.to_str().unwrap();
+    // A worker without the file says how to make one.
+    let o = bts(&["worker", "--connect", "127.0.0.1:9", "--token-file", t]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("openssl rand -hex 32"), "{}", stderr(&o));
+    let master = Master::start(&["--token-file", t, "--workers", "0", "--count-only", "queens", "--n", "8"]);
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(&token).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let text = std::fs::read_to_string(&token).unwrap();
+    assert!(text.len() == 65 && text.trim_end().chars().all(|c| c.is_ascii_hexdigit()), "{text:?}");
+    let w = worker(&["--connect", &master.address, "--token-file", t, "--threads", "1"]);
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains(&format!("made a new token in {t}")), "{log}");
+    assert_eq!(summary["nodes"], 2057);
+    assert_eq!(worker_output(w).0, Some(0));
+    // The next master reads the file it finds.
+    let again = bts(&["run", "--listen", "127.0.0.1:0", "--token-file", t, "--count-only", "queens", "--n", "8"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert!(!stderr(&again).contains("made a new token"), "{}", stderr(&again));
+    assert_eq!(std::fs::read_to_string(&token).unwrap(), text);
 }

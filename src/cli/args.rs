@@ -187,9 +187,10 @@ pub struct EstimateArgs {
 
 /// The options of `bts worker`.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("master").required(true).args(["connect", "connect_file"])))]
 pub struct WorkerArgs {
     /// The master's address
-    #[arg(long, value_name = "HOST:PORT", required_unless_present = "connect_file", conflicts_with = "connect_file")]
+    #[arg(long, value_name = "HOST:PORT")]
     pub connect: Option<String>,
     /// Read the master's address from F (bts run --address-file), waiting for it to appear
     #[arg(long, value_name = "F")]

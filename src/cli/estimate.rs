@@ -8,9 +8,13 @@ use bts_worker::RunnerSettings;
 use bts_worker::estimate::{Estimate, SplitMix64, probe};
 use clap::{CommandFactory, FromArgMatches};
 use serde_json::json;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// A relative standard error above this is reported as unreliable.
 const SHAKY: f64 = 0.1;
+/// A line on stderr this often while probes go on.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let parts = split(raw, &EstimateArgs::command());
@@ -32,30 +36,47 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         .probe_seed
         .unwrap_or_else(|| u64::from_le_bytes(bts_protocol::auth::nonce()[..8].try_into().expect("8 bytes")));
 
-    let results: Vec<Result<Estimate, String>> = std::thread::scope(|scope| {
+    // Probes of a legacy program may take minutes: say how far they are, every few seconds.
+    let shared = Mutex::new(Estimate::default());
+    let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let probes = args.probes / threads as u64 + u64::from((t as u64) < args.probes % threads as u64);
-                let (searcher, root) = (&searcher, &root);
-                scope.spawn(move || -> Result<Estimate, String> {
+                let (searcher, root, shared) = (&searcher, &root, &shared);
+                scope.spawn(move || -> Result<(), String> {
                     let mut runner = searcher.runner(RunnerSettings { keep_output: false })?;
                     let mut rng = SplitMix64::new(seed ^ (t as u64).wrapping_mul(0xA076_1D64_78BD_642F));
-                    let mut estimate = Estimate::default();
                     for _ in 0..probes {
                         let e = probe(&mut *runner, root.clone(), 0, &mut |d| rng.below(d))
                             .map_err(|f| format!("a probe failed at node {}: {}", f.node, f.message))?;
-                        estimate.add(e);
+                        shared.lock().expect("no probing thread panics holding it").add(e);
                     }
-                    Ok(estimate)
+                    Ok(())
                 })
             })
             .collect();
+        let started = Instant::now();
+        let mut next = started + PROGRESS_EVERY;
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(50));
+            if Instant::now() >= next {
+                next += PROGRESS_EVERY;
+                let so_far = shared.lock().expect("no probing thread panics holding it").clone();
+                eprintln!(
+                    "bts: {:.0} s: {} of {} probes, about {:.0} nodes so far",
+                    started.elapsed().as_secs_f64(),
+                    so_far.probes,
+                    args.probes,
+                    so_far.mean
+                );
+            }
+        }
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a probing thread panicked".into()))).collect()
     });
-    let mut total = Estimate::default();
     for r in results {
-        total.merge(&r.map_err(CliError::failure)?);
+        r.map_err(CliError::failure)?;
     }
+    let total = shared.into_inner().expect("no probing thread panicked holding it");
 
     let se = total.std_error();
     let relative = if total.mean > 0.0 { se / total.mean } else { 0.0 };

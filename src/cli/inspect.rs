@@ -13,7 +13,7 @@ pub fn inspect(path: &Path) -> Result<Exit, CliError> {
         "written": rfc3339(ck.written_unix_ms / 1000),
         "tree": ck.tree.command_line(),
         "complete": ck.is_complete(),
-        "options": ck.options,
+        "options": options_json(&ck.options),
         "counters": ck.totals,
         "jobs": ck.jobs.len(),
         "budget": ck.budget.base,
@@ -23,6 +23,28 @@ pub fn inspect(path: &Path) -> Result<Exit, CliError> {
     });
     println!("{report}");
     Ok(Exit::Complete)
+}
+
+/// The stored options, with the mode and the order spelled as the summary and the command line
+/// spell them (`"mode": "polling", "split": "alternate", "order": "lifo"`).
+fn options_json(options: &bts_checkpoints::StoredOptions) -> serde_json::Value {
+    use bts_checkpoints::StoredMode;
+    let mut value = serde_json::to_value(options).expect("options serialise");
+    let (mode, split) = match options.mode {
+        StoredMode::Budget => ("budget", None),
+        StoredMode::Polling { split: bts_protocol::polling::SplitRule::Alternate } => ("polling", Some("alternate")),
+        StoredMode::Polling { split: bts_protocol::polling::SplitRule::Bottom } => ("polling", Some("bottom")),
+    };
+    let order = match options.order {
+        bts_master::Order::Lifo => "lifo",
+        bts_master::Order::Fifo => "fifo",
+    };
+    value["mode"] = json!(mode);
+    value["order"] = json!(order);
+    if let Some(split) = split {
+        value["split"] = json!(split);
+    }
+    value
 }
 
 /// `seconds` since the Unix epoch as an RFC 3339 UTC time.

@@ -70,7 +70,7 @@ pub fn run(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Exi
 }
 
 fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Result<Exit, CliError> {
-    let cli = match args::Cli::try_parse_from(args) {
+    let cli = match args::Cli::try_parse_from(help_as_flag(args.into_iter().collect())) {
         Ok(cli) => cli,
         Err(e) => return print_clap(e),
     };
@@ -91,6 +91,17 @@ fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Res
             Ok(Exit::Complete)
         }
     }
+}
+
+/// `bts help COMMAND` is `bts COMMAND --help`: clap's own help subcommand knows nothing of the
+/// options that `run`, `resume` and `estimate` parse themselves.
+fn help_as_flag(mut args: Vec<OsString>) -> Vec<OsString> {
+    if args.get(1).is_some_and(|a| a == "help") {
+        args.remove(1);
+        args.truncate(2);
+        args.push("--help".into());
+    }
+    args
 }
 
 /// A tree named on the command line and its searcher; `None` when its help was asked for instead.

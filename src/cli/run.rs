@@ -3,11 +3,11 @@
 use super::args::{Mode, OrderArg, Progress, RunArgs, SplitArg, StartArg};
 use super::files::{self, CheckpointLock, FileOutput, absolute};
 use super::split::split;
-use super::worker::read_token;
+use super::worker::{read_or_make_token, read_token};
 use super::{CliError, Exit, build_tree, print_clap};
 use crate::{ListenOptions, MonitorOptions, PollingStart, ProgressMode, Registry, Run, RunMode, RunOptions, SplitRule};
 use bts_checkpoints::{Checkpoint, StoredMode};
-use bts_master::{BudgetConfig, Discard, Order, Outcome, Output, Plain, SchedulerConfig, StopReason};
+use bts_master::{BudgetConfig, Discard, Order, Outcome, Output, SchedulerConfig, StopReason};
 use bts_worker::remote::{MasterAddress, RemoteOptions};
 use clap::{CommandFactory, FromArgMatches};
 use std::io::{self, BufWriter, Write};
@@ -17,7 +17,8 @@ use std::time::Duration;
 /// `bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]`
 pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let parts = split(raw, &RunArgs::command());
-    let args = match parse(&parts.run, registry)? {
+    let trees_help = format!("Trees (bts run <TREE> --help for their options):\n{}", registry.describe());
+    let args = match parse(&parts.run, RunArgs::command().after_help(trees_help))? {
         Parsed::Args(a) => a,
         Parsed::Exit(e) => return Ok(e),
     };
@@ -37,16 +38,16 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let output_path = args.output.output.as_deref().filter(|_| !args.output.count_only);
     files::check(&args, output_path, options.checkpoint.as_deref())?;
     let _lock = options.checkpoint.as_deref().map(CheckpointLock::take).transpose()?;
-    let (output, output_path) = open_output(&args)?;
-    if options.checkpoint.is_some() && output_path.is_none() && !options.count_only {
-        tracing::warn!(
+    let mut warnings = stdout_warnings(&options);
+    if options.checkpoint.is_some() {
+        warnings.push(
             "output records go to stdout: after a crash, records written since the last checkpoint \
-             would be written again; use --output FILE for exactly-once output"
+             would be written again; use --output FILE for exactly-once output",
         );
     }
+    let (output, output_path) = open_output(&args, warnings)?;
     options.output_path = output_path;
-    warn_if_records_cannot_be_taken_back(&options);
-    execute(&args, Run::with_searcher(spec, searcher).options(options), output)
+    execute(&args, Run::with_searcher(spec, searcher).options(options), output, false)
 }
 
 /// `bts resume <CHECKPOINT> [RUN-OPTIONS]`
@@ -54,7 +55,11 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     // Everything but the checkpoint's path is a run option.
     let mut parts = split(raw, &RunArgs::command());
     parts.run.append(&mut parts.tree_args);
-    let args = match parse(&parts.run, registry)? {
+    let command = RunArgs::command()
+        .name("bts resume")
+        .about("Carry on a run from its checkpoint; run options given change the stored ones")
+        .override_usage("bts resume <CHECKPOINT> [RUN-OPTIONS]");
+    let args = match parse(&parts.run, command)? {
         Parsed::Args(a) => a,
         Parsed::Exit(e) => return Ok(e),
     };
@@ -92,10 +97,12 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         // Nothing is left to do: report the run without writing anything.
         options.checkpoint = None;
     }
-    let output = reopen_output(args.output.output.is_some(), &checkpoint, output_path.as_deref())?;
+    let warnings = stdout_warnings(&options);
+    let output = reopen_output(args.output.output.is_some(), &checkpoint, output_path.as_deref(), warnings)?;
     options.output_path = output_path.as_deref().map(absolute);
-    warn_if_records_cannot_be_taken_back(&options);
-    execute(&args, Run::resume(checkpoint, searcher).options(options), output)
+    let polling = matches!(options.mode, RunMode::Polling { .. });
+    let mixed_modes = polling != matches!(checkpoint.options.mode, StoredMode::Polling { .. });
+    execute(&args, Run::resume(checkpoint, searcher).options(options), output, mixed_modes)
 }
 
 /// Which file `path` is now (`None` if there is none).
@@ -104,15 +111,47 @@ fn file_identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// Random polling with remote workers rolls back to the last snapshot when one is lost, which
-/// records already written to stdout cannot follow.
-fn warn_if_records_cannot_be_taken_back(options: &RunOptions) {
+/// What to warn of if records go to stdout: random polling with remote workers rolls back to the
+/// last snapshot when one is lost, which records already written to stdout cannot follow.
+fn stdout_warnings(options: &RunOptions) -> Vec<&'static str> {
     let polling = matches!(options.mode, RunMode::Polling { .. });
-    if polling && options.listen.is_some() && options.output_path.is_none() && !options.count_only {
-        tracing::warn!(
+    match polling && options.listen.is_some() {
+        true => vec![
             "output records go to stdout: if a remote worker is lost, random polling must take back the \
-             records written since the last snapshot, which stdout cannot, and the run stops; use --output FILE"
-        );
+             records written since the last snapshot, which stdout cannot, and the run stops; use --output FILE",
+        ],
+        false => Vec::new(),
+    }
+}
+
+/// Records on stdout. What there is to warn of about them is said when the first one is written:
+/// a tree without output records is not warned about.
+struct StdoutRecords {
+    out: BufWriter<io::Stdout>,
+    warnings: Vec<&'static str>,
+}
+
+impl StdoutRecords {
+    fn boxed(warnings: Vec<&'static str>) -> Box<dyn Output> {
+        Box::new(Self { out: BufWriter::with_capacity(1 << 16, io::stdout()), warnings })
+    }
+}
+
+impl Write for StdoutRecords {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if !buf.is_empty() {
+            self.warnings.drain(..).for_each(|w| tracing::warn!("{w}"));
+        }
+        self.out.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl Output for StdoutRecords {
+    fn sync(&mut self) -> io::Result<()> {
+        self.out.flush()
     }
 }
 
@@ -142,8 +181,8 @@ fn rendezvous_worker(registry: &Registry, args: &RunArgs, file: &Path, rank: u64
 /// The remote-worker options of a run, checked.
 fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
     let r = &args.remote;
-    let token = r.token_file.as_deref().map(read_token).transpose()?;
     let mut listen = if let Some(file) = &r.rendezvous {
+        let token = r.token_file.as_deref().map(read_token).transpose()?;
         let generated = token.is_none();
         let mut listen = ListenOptions::new(r.listen.as_deref().unwrap_or("0.0.0.0:0"));
         listen.token = token.unwrap_or_else(|| bts_protocol::auth::nonce().to_vec());
@@ -158,7 +197,8 @@ fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
             }
             return Ok(None);
         };
-        let token = token.unwrap_or_default();
+        // The master makes a missing token file; the workers are given the same one.
+        let token = r.token_file.as_deref().map(read_or_make_token).transpose()?.unwrap_or_default();
         if token.is_empty() && !crate::remote::is_loopback(address) {
             return Err(CliError::usage(format!(
                 "refusing to listen on {address} beyond loopback without a token: give --token-file F (the same file to the workers)"
@@ -180,9 +220,8 @@ enum Parsed {
     Exit(Exit),
 }
 
-fn parse(run_options: &[String], registry: &Registry) -> Result<Parsed, CliError> {
-    let trees_help = format!("Trees (bts run <TREE> --help for their options):\n{}", registry.describe());
-    let matches = RunArgs::command().after_help(trees_help).try_get_matches_from(run_options);
+fn parse(run_options: &[String], command: clap::Command) -> Result<Parsed, CliError> {
+    let matches = command.try_get_matches_from(run_options);
     let args = matches.and_then(|m| RunArgs::from_arg_matches(&m));
     match args {
         Ok(a) => {
@@ -193,8 +232,9 @@ fn parse(run_options: &[String], registry: &Registry) -> Result<Parsed, CliError
     }
 }
 
-/// Runs, then reports: summary, JSON, how to resume, exit status.
-fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit, CliError> {
+/// Runs, then reports: summary, JSON, how to resume, exit status. `mixed_modes`: the run's earlier
+/// segments were in the other mode.
+fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>, mixed_modes: bool) -> Result<Exit, CliError> {
     crate::signals::forward(run.stopper());
     let finished = run.run_to(&mut *output).map_err(|e| match e {
         crate::RunError::Checkpoint { .. }
@@ -205,6 +245,8 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit
     })?;
     drop(output);
 
+    let mut finished = finished;
+    finished.summary.mixed_modes = mixed_modes;
     let summary = &finished.summary;
     eprint!("{}", summary.human());
     if let Some(path) = &args.output.summary_json {
@@ -226,7 +268,9 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit
         },
         (None, None) => {
             let unit = if summary.mode == "polling" { "unvisited nodes" } else { "jobs" };
-            format!("{} {unit} were left (give --checkpoint FILE to keep them)", summary.queued)
+            let verb = if summary.queued == 1 { "was" } else { "were" };
+            let left = crate::summary::plural(summary.queued as u64, unit);
+            format!("{left} {verb} left (give --checkpoint FILE to keep them)")
         }
     };
     let lost_or_failed = matches!(finished.outcome, Outcome::Failed(_) | Outcome::Stopped(StopReason::NoWorkers));
@@ -379,22 +423,24 @@ fn run_mode(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunMode, Cl
     Ok(RunMode::Polling { split, start })
 }
 
-/// Where the records of a new run go: its output file, nowhere (`--count-only`) or stdout.
-fn open_output(args: &RunArgs) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
+/// Where the records of a new run go: its output file, nowhere (`--count-only`) or stdout (where
+/// `warnings` are said with the first record).
+fn open_output(args: &RunArgs, warnings: Vec<&'static str>) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
     Ok(match &args.output.output {
         _ if args.output.count_only => (Box::new(Discard), None),
         Some(path) => (Box::new(FileOutput::create(path)?), Some(absolute(path))),
-        None => (stdout(), None),
+        None => (StdoutRecords::boxed(warnings), None),
     })
 }
 
-fn stdout() -> Box<dyn Output> {
-    Box::new(Plain(BufWriter::with_capacity(1 << 16, io::stdout())))
-}
-
 /// Where the records of a resumed run go: the output file at `path`, checked against the
-/// checkpoint (`given`: named by --output), nowhere, or stdout.
-fn reopen_output(given: bool, checkpoint: &Checkpoint, path: Option<&Path>) -> Result<Box<dyn Output>, CliError> {
+/// checkpoint (`given`: named by --output), nowhere, or stdout (with `warnings`).
+fn reopen_output(
+    given: bool,
+    checkpoint: &Checkpoint,
+    path: Option<&Path>,
+    warnings: Vec<&'static str>,
+) -> Result<Box<dyn Output>, CliError> {
     let relative = checkpoint.options.output.as_ref().is_some_and(|o| o.is_relative());
     Ok(match path {
         _ if checkpoint.options.count_only => Box::new(Discard),
@@ -405,7 +451,7 @@ fn reopen_output(given: bool, checkpoint: &Checkpoint, path: Option<&Path>) -> R
                 e.message
             )),
         })?),
-        None => stdout(),
+        None => StdoutRecords::boxed(warnings),
     })
 }
 

@@ -35,13 +35,17 @@ pub fn work(registry: &Registry, options: RemoteOptions) -> Result<Exit, CliErro
     }
 }
 
+/// How to make a token file, for messages.
+const MAKE_ONE: &str = "the master makes one when it does not exist (bts run --listen ... --token-file F), or \
+                        make one with: (umask 077; openssl rand -hex 32 > F)";
+
 /// The token in `path`, without surrounding white space.
 pub fn read_token(path: &Path) -> Result<Vec<u8>, CliError> {
     let bytes = std::fs::read(path)
-        .map_err(|e| CliError::usage(format!("cannot read the token file {}: {e}", path.display())))?;
+        .map_err(|e| CliError::usage(format!("cannot read the token file {}: {e}; {MAKE_ONE}", path.display())))?;
     let token = bytes.trim_ascii().to_vec();
     if token.is_empty() {
-        return Err(CliError::usage(format!("the token file {} is empty", path.display())));
+        return Err(CliError::usage(format!("the token file {} is empty; {MAKE_ONE}", path.display())));
     }
     use std::os::unix::fs::PermissionsExt;
     if let Ok(meta) = std::fs::metadata(path)
@@ -50,4 +54,28 @@ pub fn read_token(path: &Path) -> Result<Vec<u8>, CliError> {
         tracing::warn!("the token file {} can be read by other users (chmod 600 it)", path.display());
     }
     Ok(token)
+}
+
+/// The master's token: read from `path`, or, if there is no such file, made there (a random token
+/// of 64 hex digits, readable by its owner only) and said so.
+pub fn read_or_make_token(path: &Path) -> Result<Vec<u8>, CliError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let token: String = bts_protocol::auth::nonce().iter().map(|b| format!("{b:02x}")).collect();
+    let created = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path);
+    match created {
+        Ok(mut file) => {
+            file.write_all(format!("{token}\n").as_bytes())
+                .and_then(|_| file.sync_all())
+                .map_err(|e| CliError::usage(format!("cannot write the new token file {}: {e}", path.display())))?;
+            eprintln!(
+                "bts: made a new token in {0} (readable by you only); give the workers the same file: \
+                 bts worker --token-file {0} ...",
+                path.display()
+            );
+            Ok(token.into_bytes())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_token(path),
+        Err(e) => Err(CliError::usage(format!("cannot make the token file {}: {e}", path.display()))),
+    }
 }

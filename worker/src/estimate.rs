@@ -40,11 +40,25 @@ pub fn probe(
     depth: u32,
     choose: &mut dyn FnMut(usize) -> usize,
 ) -> Result<f64, JobFailure> {
+    probe_levels(runner, node, depth, choose, &mut Vec::new())
+}
+
+/// [`probe`], also leaving in `levels` the weight of each level below `node` (1, d1, d1·d2, …):
+/// their sum is the estimate, and level k's weight estimates the nodes k levels down.
+pub fn probe_levels(
+    runner: &mut dyn JobRunner,
+    node: NodeBytes,
+    depth: u32,
+    choose: &mut dyn FnMut(usize) -> usize,
+    levels: &mut Vec<f64>,
+) -> Result<f64, JobFailure> {
+    levels.clear();
     let mut batch = ReportBatch::default();
     let (mut node, mut depth) = (node, depth);
     let (mut estimate, mut weight) = (0.0f64, 1.0f64);
     loop {
         estimate += weight;
+        levels.push(weight);
         batch.clear();
         let job = Job { id: JobId(0), depth, budget: Budget(1), max_depth: None, node };
         runner.run(&job, &mut batch)?;
@@ -95,6 +109,82 @@ impl Estimate {
             return f64::INFINITY;
         }
         (self.m2 / (self.probes - 1) as f64 / self.probes as f64).sqrt()
+    }
+}
+
+/// Probes that reach a level fewer times than this say little about it.
+const MIN_REACH: u64 = 10;
+/// An estimate is supported when levels reached by fewer than [`MIN_REACH`] probes carry at most
+/// this share of it.
+const MAX_UNSEEN_SHARE: f64 = 0.1;
+/// And when it rests on at least this many probes.
+pub const MIN_PROBES: u64 = 30;
+/// And when no single probe carries more than this share of the sum: on a log-normally heavy tree
+/// (products of many random numbers of children) the mean of a few thousand probes hangs on the
+/// largest of them, and the standard error of the sample is far too small.
+const MAX_LARGEST_SHARE: f64 = 0.1;
+
+/// Probes of one subtree (or of subtrees alike), level by level, to tell whether they support a
+/// figure at all.
+///
+/// Knuth's estimate is the sum over levels k of the mean weight of level k. On a heavy-tailed tree
+/// (a critical branching process: binomial UTS, critical Galton-Watson) every level carries about
+/// the same weight, so the levels that only one or two lucky probes reached carry much of the
+/// estimate, and the levels no probe reached carry the rest of the true size: the mean is then
+/// typically far below the size, and its standard error is just as wrong. A tree whose weight sits
+/// in levels that many probes reached (queens; UTS geometric trees with enough probes) gives a
+/// figure whose standard error means what it says, once no single probe dominates the sum.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Profile {
+    pub estimate: Estimate,
+    /// Probes that reached level k (k = 0: all of them).
+    reached: Vec<u64>,
+    /// The sum over probes of level k's weight.
+    weight: Vec<f64>,
+}
+
+impl Profile {
+    /// Adds a probe, given by the weights of its levels ([`probe_levels`]).
+    pub fn add(&mut self, levels: &[f64]) {
+        self.estimate.add(levels.iter().sum());
+        if self.reached.len() < levels.len() {
+            self.reached.resize(levels.len(), 0);
+            self.weight.resize(levels.len(), 0.0);
+        }
+        for (k, w) in levels.iter().enumerate() {
+            self.reached[k] += 1;
+            self.weight[k] += w;
+        }
+    }
+
+    pub fn merge(&mut self, other: &Profile) {
+        self.estimate.merge(&other.estimate);
+        if self.reached.len() < other.reached.len() {
+            self.reached.resize(other.reached.len(), 0);
+            self.weight.resize(other.reached.len(), 0.0);
+        }
+        for k in 0..other.reached.len() {
+            self.reached[k] += other.reached[k];
+            self.weight[k] += other.weight[k];
+        }
+    }
+
+    /// The share of the estimate carried by levels that fewer than [`MIN_REACH`] probes reached.
+    pub fn unseen_share(&self) -> f64 {
+        let total: f64 = self.weight.iter().sum();
+        if total <= 0.0 {
+            return 1.0;
+        }
+        let thin: f64 = self.weight.iter().zip(&self.reached).filter(|&(_, &r)| r < MIN_REACH).map(|(w, _)| w).sum();
+        thin / total
+    }
+
+    /// Whether the probes support the estimate (see the type's documentation).
+    pub fn supported(&self) -> bool {
+        let e = &self.estimate;
+        e.probes >= MIN_PROBES
+            && self.unseen_share() <= MAX_UNSEEN_SHARE
+            && e.max <= MAX_LARGEST_SHARE * e.mean * e.probes as f64
     }
 }
 
@@ -171,6 +261,53 @@ mod tests {
         assert!((est.mean - 12.0).abs() < 4.0 * est.std_error(), "{est:?} ± {}", est.std_error());
         // Probe values for this tree: 1+3+6=10, 1+3+6+6=16, 1+3=4, 1+3+9=13, 1+3+9+9+9=31.
         assert_eq!(est.max, 31.0);
+    }
+
+    /// A complete binary tree of `depth` levels below the root (node: its depth).
+    struct Binary(u32);
+
+    impl crate::Tree for Binary {
+        type Node = u32;
+        type Children<'a> = std::vec::IntoIter<u32>;
+        fn root(&self) -> u32 {
+            0
+        }
+        fn children(&self, node: &u32, _depth: u32) -> Self::Children<'_> {
+            if *node < self.0 { vec![node + 1, node + 1].into_iter() } else { Vec::new().into_iter() }
+        }
+    }
+
+    /// In a critical tree every level weighs the same, and the deep ones are reached by a few probes
+    /// only; a complete tree is reached to the bottom by every probe.
+    #[test]
+    fn levels_reached_by_few_probes_leave_the_estimate_unsupported() {
+        let mut critical = Profile::default();
+        let mut rng = SplitMix64::new(3);
+        for _ in 0..1000 {
+            // A probe of a critical binary branching process: 0 or 2 children with equal odds.
+            let mut levels = vec![1.0];
+            while rng.below(2) == 1 {
+                let w = levels.last().unwrap() * 2.0;
+                levels.push(w);
+            }
+            critical.add(&levels);
+        }
+        assert!(!critical.supported(), "unseen share {}", critical.unseen_share());
+
+        let searcher = TreeSearcher::new(Binary(12));
+        let mut runner = searcher.runner(RunnerSettings::default()).unwrap();
+        let (mut full, mut levels) = (Profile::default(), Vec::new());
+        for _ in 0..40 {
+            probe_levels(&mut *runner, searcher.root().unwrap(), 0, &mut |d| rng.below(d), &mut levels).unwrap();
+            full.add(&levels);
+        }
+        assert_eq!(full.unseen_share(), 0.0);
+        assert!(full.supported());
+        assert_eq!(full.estimate.mean, 8191.0, "every probe of a complete tree is exact");
+        let mut halves = full.clone();
+        halves.merge(&full);
+        assert_eq!((halves.estimate.probes, halves.reached[12]), (80, 80));
+        assert!(!Profile::default().supported());
     }
 
     #[test]

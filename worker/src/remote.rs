@@ -305,25 +305,48 @@ fn next_frame(
     }
 }
 
-/// The text of an address file: where the master listens, and its token if the file gives it.
-pub fn address_file_text(address: &str, token: Option<&[u8]>) -> String {
-    match token {
-        Some(t) => format!("{address}\ntoken {}\n", t.iter().map(|b| format!("{b:02x}")).collect::<String>()),
-        None => format!("{address}\n"),
+/// The text of an address file: where the master listens, its token if the file gives it, and the
+/// cluster launch it belongs to ([`launch_id`]) if known.
+pub fn address_file_text(address: &str, token: Option<&[u8]>, launch: Option<&str>) -> String {
+    let mut text = format!("{address}\n");
+    if let Some(t) = token {
+        text += &format!("token {}\n", t.iter().map(|b| format!("{b:02x}")).collect::<String>());
     }
+    text + &launch_line(launch)
 }
 
 /// What an address file says once its run is over, so that workers that start late do not wait.
-pub const ADDRESS_FILE_FINISHED: &str = "finished\n";
+pub fn address_file_finished(launch: Option<&str>) -> String {
+    format!("{FINISHED}\n{}", launch_line(launch))
+}
+
+const FINISHED: &str = "finished";
+
+fn launch_line(launch: Option<&str>) -> String {
+    launch.map_or_else(String::new, |l| format!("launch {l}\n"))
+}
+
+/// The cluster launch this process belongs to, as the launcher names it (OpenMPI's job, a PMIx
+/// namespace, a Slurm job step), so that the ranks of one launch tell its rendezvous file from the
+/// one a launch just before left behind; `None` outside a launcher that names its launches.
+pub fn launch_id() -> Option<String> {
+    let var = |name: &str| std::env::var(name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let slurm = || Some(format!("slurm-{}.{}", var("SLURM_JOB_ID")?, var("SLURM_STEP_ID").unwrap_or_default()));
+    ["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid"]
+        .iter()
+        .find_map(|name| var(name))
+        .or_else(slurm)
+        .filter(|id| id.chars().all(|c| c.is_ascii_graphic()))
+}
 
 /// What a master's address file says.
 enum AddressFile {
     /// Not there (yet).
     Missing,
-    /// The run it announced is over; written at the given time.
-    Finished(std::time::SystemTime),
-    /// Where the master listens, and its token if the file gives one.
-    Address(String, Option<Vec<u8>>),
+    /// The run it announced is over; written at the given time, by the given launch.
+    Finished(std::time::SystemTime, Option<String>),
+    /// Where the master listens, its token if the file gives one, and its launch.
+    Address(String, Option<Vec<u8>>, Option<String>),
 }
 
 fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
@@ -334,18 +357,21 @@ fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
     };
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let Some(address) = lines.next() else { return Ok(AddressFile::Missing) };
-    if address == ADDRESS_FILE_FINISHED.trim_end() {
-        let written = std::fs::metadata(path).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
-        return Ok(AddressFile::Finished(written));
+    let (mut token, mut launch) = (None, None);
+    for line in lines {
+        if let Some(t) = line.strip_prefix("token ").and_then(unhex) {
+            token = Some(t);
+        } else if let Some(l) = line.strip_prefix("launch ") {
+            launch = Some(l.to_string());
+        } else {
+            return Err(format!("{}: '{line}' is neither 'token <hex>' nor 'launch <id>'", path.display()));
+        }
     }
-    let token = match lines.next() {
-        Some(line) => match line.strip_prefix("token ").and_then(unhex) {
-            Some(t) => Some(t),
-            None => return Err(format!("{}: the second line is not 'token <hex>'", path.display())),
-        },
-        None => None,
-    };
-    Ok(AddressFile::Address(address.to_string(), token))
+    if address == FINISHED {
+        let written = std::fs::metadata(path).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+        return Ok(AddressFile::Finished(written, launch));
+    }
+    Ok(AddressFile::Address(address.to_string(), token, launch))
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
@@ -383,7 +409,8 @@ fn join(
 }
 
 /// A cluster launch's ranks start within this long of each other: a `finished` rendezvous file older
-/// than this process by more is left over from an earlier run.
+/// than this process by more is left over from an earlier run. Only when the launcher does not name
+/// its launches ([`launch_id`]): a fast run of the launch just before ends well within it.
 const LAUNCH_SKEW: Duration = Duration::from_secs(10);
 
 /// Connects, retrying until `deadline`; returns the stream, the address and the token to use, or
@@ -394,24 +421,32 @@ fn connect(
     deadline: Instant,
 ) -> Result<Option<(TcpStream, String, Vec<u8>)>, RemoteError> {
     let mut pause = Duration::from_millis(5);
+    let rendezvous = matches!(options.master, MasterAddress::Rendezvous(_));
+    let ours = launch_id().filter(|_| rendezvous);
+    // Whether a rendezvous file written by `launch` at `written` is this launch's.
+    let this_launch = |launch: &Option<String>, written| match (&ours, launch) {
+        (Some(ours), Some(theirs)) => ours == theirs,
+        _ => written + LAUNCH_SKEW >= started,
+    };
     loop {
         let file = match &options.master {
-            MasterAddress::Fixed(a) => AddressFile::Address(a.clone(), None),
+            MasterAddress::Fixed(a) => AddressFile::Address(a.clone(), None, None),
             MasterAddress::File(path) | MasterAddress::Rendezvous(path) => {
                 read_address_file(path).map_err(RemoteError::Refused)?
             }
         };
+        // The address of an earlier launch's master (which may still run) is waited past, as is
+        // the end of an earlier launch's run.
+        let earlier = |launch: &Option<String>| matches!((&ours, launch), (Some(o), Some(l)) if o != l);
         let (address, token) = match file {
-            AddressFile::Address(a, t) => (a, t.unwrap_or_else(|| options.token.clone())),
-            AddressFile::Finished(written)
-                if matches!(options.master, MasterAddress::Rendezvous(_)) && written + LAUNCH_SKEW >= started =>
-            {
+            AddressFile::Address(a, t, launch) if !earlier(&launch) => (a, t.unwrap_or_else(|| options.token.clone())),
+            AddressFile::Finished(written, launch) if rendezvous && this_launch(&launch, written) => {
                 return Ok(None);
             }
-            AddressFile::Missing | AddressFile::Finished(_) if Instant::now() >= deadline => {
+            _ if Instant::now() >= deadline => {
                 return Err(RemoteError::Unreachable("the master's address file did not appear".into()));
             }
-            AddressFile::Missing | AddressFile::Finished(_) => {
+            _ => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(200));
                 continue;
