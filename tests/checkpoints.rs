@@ -324,6 +324,12 @@ fn wait_for(path: &Path) {
 /// A run of queens stopped by its node limit: its checkpoint and output file, both in `dir`.
 fn stopped_queens_run(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let (ck, out) = (dir.join("run.ckpt"), dir.join("out.txt"));
+    stop_queens_run(&ck, &out);
+    (ck, out)
+}
+
+/// Runs queens until its node limit, with checkpoint `ck` and output `out`.
+fn stop_queens_run(ck: &Path, out: &Path) {
     let o = bts(&[
         "run",
         "--checkpoint",
@@ -337,8 +343,7 @@ fn stopped_queens_run(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
         "10",
     ]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(std::fs::metadata(&out).unwrap().len() > 0, "the test needs records written before the stop");
-    (ck, out)
+    assert!(std::fs::metadata(out).unwrap().len() > 0, "the test needs records written before the stop");
 }
 
 #[test]
@@ -524,19 +529,7 @@ fn a_moved_checkpoint_whose_output_lies_outside_its_folder_needs_output() {
     let (first, out) = (dir.path().join("first"), dir.path().join("out.txt"));
     std::fs::create_dir(&first).unwrap();
     let ck = first.join("run.ckpt");
-    let o = bts(&[
-        "run",
-        "--checkpoint",
-        ck.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-        "--node-limit",
-        "20000",
-        "queens",
-        "--n",
-        "10",
-    ]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    stop_queens_run(&ck, &out);
     let copy = dir.path().join("copy");
     copy_folder(&first, &copy);
     let before = std::fs::read(&out).unwrap();

@@ -217,16 +217,16 @@ fn estimates(hist: &std::path::Path) -> Vec<(f64, Option<(f64, f64)>)> {
 #[test]
 fn the_progress_estimate_is_a_figure_where_probes_support_one() {
     // Queens: probes of the job list's nodes, depth by depth, support a figure before the end, and
-    // the figures are near the exact size.
-    let exact = count(&Queens::new(14)) as f64;
+    // the figures are near the exact size. The run stops at a node limit, 70% of the tree: long
+    // enough for the prober (1% of a core) even on a loaded machine, however fast the tree is.
+    let exact = count(&Queens::new(15)) as f64;
     let dir = tempfile::tempdir().unwrap();
     let hist = dir.path().join("h.csv");
     let args = ["run", "--workers", "1", "--count-only", "--progress", "never", "--hist", hist.to_str().unwrap()];
-    let o = bts(&[&args[..], &["queens", "--n", "14"]].concat());
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = bts(&[&args[..], &["--node-limit", "120000000", "queens", "--n", "15"]].concat());
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let rows = estimates(&hist);
-    let figures: Vec<(f64, f64)> =
-        rows[..rows.len() - 1].iter().filter_map(|&(nodes, t)| t.filter(|_| nodes < exact)).collect();
+    let figures: Vec<(f64, f64)> = rows.iter().filter_map(|&(_, t)| t).collect();
     assert!(!figures.is_empty(), "no figure before the end in {} rows", rows.len());
     let mut errors: Vec<f64> = figures.iter().map(|(total, _)| (total / exact - 1.0).abs()).collect();
     errors.sort_by(f64::total_cmp);
