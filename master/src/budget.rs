@@ -88,17 +88,28 @@ impl CostModel {
         self.vt = self.vt * keep + visited * ns;
     }
 
-    /// (fixed nanoseconds per job, nanoseconds per node). When the jobs' sizes hardly vary, the
-    /// two cannot be told apart and the whole time is put on the nodes.
-    pub fn fit(&self) -> (f64, f64) {
+    /// (fixed nanoseconds per job, nanoseconds per node), or `None` when the jobs' sizes hardly
+    /// vary (or the times do not grow with them): then the two cannot be told apart.
+    pub fn fit(&self) -> Option<(f64, f64)> {
         let spread = self.w * self.vv - self.v * self.v;
         if spread > 0.01 * self.w * self.vv {
             let per_node = (self.w * self.vt - self.v * self.t) / spread;
             if per_node > 0.0 {
-                return (((self.t - per_node * self.v) / self.w).max(0.0), per_node);
+                return Some((((self.t - per_node * self.v) / self.w).max(0.0), per_node));
             }
         }
-        (0.0, self.t / self.v.max(1e-9))
+        None
+    }
+
+    /// The mean size and the mean time of recent jobs.
+    fn means(&self) -> (f64, f64) {
+        (self.v / self.w.max(1e-9), self.t / self.w.max(1e-9))
+    }
+
+    /// The fewest nodes a job needs for its node cost to reach its fixed cost (1 when unknown).
+    fn break_even(&self) -> u64 {
+        self.fit()
+            .map_or(1, |(fixed, per_node)| (fixed / per_node).ceil().clamp(1.0, MAX_ADAPTIVE_BUDGET as f64) as u64)
     }
 }
 
@@ -160,9 +171,12 @@ impl BudgetController {
         let threads = threads.max(1) as f64;
         let queued = queued as f64;
         if queued < self.config.lmin * threads {
+            // Shorter jobs split the remaining work finer, but not so short that the fixed cost
+            // of a job (a process to start) outweighs its nodes.
+            let short = (b / self.config.scale.max(1)).max(self.state.cost.break_even()).min(b);
             return match self.config.maxd {
                 Some(maxd) => Assignment { budget: Budget(b), max_depth: Some(depth.saturating_add(maxd)) },
-                None => Assignment { budget: Budget((b / self.config.scale.max(1)).max(1)), max_depth: None },
+                None => Assignment { budget: Budget(short.max(1)), max_depth: None },
             };
         }
         if let Some(lmax) = self.config.lmax
@@ -185,10 +199,21 @@ impl BudgetController {
         }
         let s = &mut self.state;
         s.cost.add(visited as f64, elapsed_ns.max(1) as f64);
-        let (fixed_ns, ns_per_node) = s.cost.fit();
-        // A job lasts the target time, and long enough that its fixed cost stays near 5%.
-        let job_ns = (self.config.target_job_ns.max(self.min_job_ns) as f64).max(FIXED_COST_SHARE * fixed_ns);
-        let target = (job_ns / ns_per_node).round().clamp(1.0, MAX_ADAPTIVE_BUDGET as f64) as u64;
+        let job_ns = self.config.target_job_ns.max(self.min_job_ns) as f64;
+        let target = match s.cost.fit() {
+            // A job lasts the target time, and long enough that its fixed cost stays near 5%.
+            Some((fixed_ns, ns_per_node)) => job_ns.max(FIXED_COST_SHARE * fixed_ns) / ns_per_node,
+            None => {
+                // Jobs of one size: if all their time were node cost, b would be job_ns / (t / v).
+                // If that is much less than v, the time may as well be a fixed cost (a process
+                // start) that shorter jobs cannot shrink: keep b, and try jobs twice as large as
+                // this one, which tells the two apart and costs at most one job twice as long.
+                let (v, t) = s.cost.means();
+                let all_nodes = job_ns / (t / v.max(1e-9));
+                if all_nodes < v / 2.0 { (2.0 * visited as f64).max(s.base as f64) } else { all_nodes }
+            }
+        };
+        let target = target.round().clamp(1.0, MAX_ADAPTIVE_BUDGET as f64) as u64;
         // Move at most a factor 2 per job, so one odd measurement cannot swing b.
         s.base = target.clamp((s.base / 2).max(1), s.base.saturating_mul(2));
     }
@@ -250,9 +275,48 @@ mod tests {
             let visited = c.base().min(1 + (i * 7919) % 1000);
             c.observe(visited, 30_000_000 + visited * 1_000_000);
         }
-        let (fixed, per_node) = c.state().cost.fit();
+        let (fixed, per_node) = c.state().cost.fit().unwrap();
         assert!((fixed - 30e6).abs() < 1e3 && (per_node - 1e6).abs() < 1.0, "{fixed} {per_node}");
         assert!((560..=580).contains(&c.base()), "b = {}", c.base());
+    }
+
+    /// A one-shot program: 0.3 s to start a process, 10 µs a node, every time off by up to ±40%
+    /// (a loaded machine). Jobs visit their whole budget (a large tree). For `jobs` jobs the job
+    /// list is short (every job cut to b/scale); returns the controller after `total` jobs.
+    fn one_shot_run(seed: u64, short_jobs: usize, total: usize, mut c: BudgetController) -> BudgetController {
+        let mut rng = seed;
+        let mut noise = || {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            0.6 + 0.8 * ((rng >> 11) as f64 / (1u64 << 53) as f64)
+        };
+        for i in 0..total {
+            let queued = if i < short_jobs { 0 } else { 100 };
+            let v = c.assign(3, queued, 2).budget.0;
+            let ns = 0.3e9 * noise() + v as f64 * 10_000.0 * noise();
+            c.observe(v, ns as u64);
+        }
+        c
+    }
+
+    #[test]
+    fn one_shot_jobs_grow_past_a_budget_of_one_from_any_start() {
+        // The fixed cost rules: jobs of 19 × 0.3 s of nodes, 570,000 nodes.
+        for seed in 0..20 {
+            // The first jobs cut to b/scale = 1 while the job list is short.
+            let c = one_shot_run(seed, 10, 80, adaptive());
+            assert!((250_000..=1_200_000).contains(&c.base()), "seed {seed}: b = {}", c.base());
+            // Short jobs are never cut below the break-even size (30,000 nodes).
+            let short = c.assign(3, 0, 2).budget.0;
+            assert!(short >= 10_000, "seed {seed}: a short job of {short}");
+            // From b = 1 after only jobs of one node (where the controller used to lock).
+            let mut cost = CostModel::default();
+            for _ in 0..300 {
+                cost.add(1.0, 0.3e9);
+            }
+            let locked = BudgetController::resume(BudgetConfig::default(), BudgetState { base: 1, cost });
+            let c = one_shot_run(seed, 0, 80, locked);
+            assert!((250_000..=1_200_000).contains(&c.base()), "seed {seed}: b = {} after a lock", c.base());
+        }
     }
 
     #[test]
