@@ -41,6 +41,7 @@ fn write_large() {
         segments: 1,
         output_len: 0,
         jobs,
+        counters: Vec::new(),
     };
     let dir = tempfile::tempdir_in(".").unwrap();
     let path = dir.path().join("large.ckpt");

@@ -1,7 +1,9 @@
 //! The summary of a run: printed for people on stderr, written as JSON for programs.
 
 use bts_master::{Order, Outcome, RunView, StopReason, Totals};
+use bts_worker::CounterNames;
 use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -36,6 +38,46 @@ pub struct Summary {
     pub queued: usize,
     /// The most jobs L held at once.
     pub max_queued: usize,
+    /// The tree's own totals (lrs's vertices, rays, ...), as an object under the tree's key.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub tree_totals: Option<TreeTotals>,
+}
+
+/// A tree's own totals, named, in the tree's order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeTotals {
+    /// The summary's key for them.
+    pub key: String,
+    pub values: Vec<(String, u64)>,
+}
+
+impl TreeTotals {
+    /// Names `counters` (missing ones are 0: no job reported any).
+    pub fn new(names: CounterNames, counters: &[u64]) -> Self {
+        let value = |i| counters.get(i).copied().unwrap_or(0);
+        let values = names.names.iter().enumerate().map(|(i, n)| (n.to_string(), value(i))).collect();
+        Self { key: names.key.to_string(), values }
+    }
+
+    /// The value of `name`.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.values.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
+    }
+}
+
+/// `{"<key>": {"<name>": value, ...}}`, in the tree's order.
+impl Serialize for TreeTotals {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Values<'a>(&'a [(String, u64)]);
+        impl Serialize for Values<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_map(self.0.iter().map(|(n, v)| (n, v)))
+            }
+        }
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry(&self.key, &Values(&self.values))?;
+        map.end()
+    }
 }
 
 pub fn outcome_name(outcome: &Outcome) -> &'static str {
@@ -79,6 +121,7 @@ impl Summary {
             .to_string(),
             queued: scheduler.queued() + scheduler.in_flight(),
             max_queued: scheduler.peak_queued(),
+            tree_totals: None,
         }
     }
 
@@ -94,9 +137,13 @@ impl Summary {
         };
         let unit = if polling { "nodes" } else { "jobs" };
         let left = if self.queued > 0 { format!(", {} {unit} left", self.queued) } else { String::new() };
+        let tree = self.tree_totals.as_ref().map_or_else(String::new, |t| {
+            let values: Vec<String> = t.values.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            format!("bts: {}: {}\n", t.key, values.join(" "))
+        });
         format!(
             "bts: {}: {} nodes, {} leaves, max depth {}, {} outputs\n\
-             bts: {:.3} s, {:.3} M nodes/s, {} worker{}, {sharing}{left}\n",
+             bts: {:.3} s, {:.3} M nodes/s, {} worker{}, {sharing}{left}\n{tree}",
             self.outcome,
             t.nodes,
             opt(t.leaves),

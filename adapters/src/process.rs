@@ -58,6 +58,11 @@ impl Program {
         Ok(Program { child, stdin, stdout, buf: Vec::new(), scanned: 0, max_line, stderr_tail, status: None })
     }
 
+    /// Closes the program's stdin: it reads end of file (one-shot input, as lrs's).
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
     /// Writes `text` to the program's stdin.
     pub fn send(&mut self, text: &str) -> io::Result<()> {
         let stdin = self.stdin.as_mut().ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin is closed"))?;
@@ -186,6 +191,9 @@ fn log_stderr(mut stderr: impl Read, tag: &str, tail: &Mutex<VecDeque<String>>) 
     let emit = |line: &mut Vec<u8>| {
         let text = String::from_utf8_lossy(line).into_owned();
         line.clear();
+        if text.trim().is_empty() {
+            return;
+        }
         tracing::warn!(worker = %tag, "stderr: {text}");
         let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
         if tail.len() == STDERR_TAIL {

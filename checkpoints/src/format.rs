@@ -3,7 +3,7 @@
 use crate::Checkpoint;
 
 pub const MAGIC: [u8; 8] = *b"bts-ckpt";
-pub const CURRENT_VERSION: u32 = 1;
+pub const CURRENT_VERSION: u32 = 2;
 const HEADER: usize = 8 + 4 + 8 + 4;
 
 /// Why a file is not a checkpoint this bts can use.

@@ -4,7 +4,7 @@
 //! the budget controller's state, every job not yet committed (those in the job list and the start
 //! nodes of those that were out with workers) and the committed length of the output file.
 //!
-//! # File format (version 1)
+//! # File format (version 2: version 1 had no tree counters)
 //! | bytes | content |
 //! | --- | --- |
 //! | 8 | magic `bts-ckpt` |
@@ -77,9 +77,16 @@ pub struct Checkpoint {
     pub output_len: u64,
     /// Every job not yet committed.
     pub jobs: Vec<Pending>,
+    /// The tree's own totals (`Totals::counters`, which `totals` does not serialise).
+    pub counters: Vec<u64>,
 }
 
 impl Checkpoint {
+    /// The committed totals, the tree's own counters included.
+    pub fn committed_totals(&self) -> Totals {
+        Totals { counters: self.counters.clone(), ..self.totals.clone() }
+    }
+
     /// True when the run was complete: no job is left.
     pub fn is_complete(&self) -> bool {
         self.jobs.is_empty()

@@ -1,6 +1,6 @@
 //! Checkpoint files: round trips, atomic replacement, and every kind of bad file refused cleanly.
 
-use bts_checkpoints::{Checkpoint, LoadError, StoredOptions, decode, encode, load, write};
+use bts_checkpoints::{CURRENT_VERSION, Checkpoint, LoadError, StoredOptions, decode, encode, load, write};
 use bts_master::{BudgetConfig, BudgetState, CostModel, Order, Pending, Totals};
 use bts_protocol::{NodeBytes, TreeSpec};
 use proptest::prelude::*;
@@ -27,6 +27,7 @@ fn sample(jobs: usize) -> Checkpoint {
             jobs: 99,
             returned: 140,
             output_bytes: 4096,
+            counters: Vec::new(),
         },
         budget: {
             let mut cost = CostModel::default();
@@ -40,6 +41,7 @@ fn sample(jobs: usize) -> Checkpoint {
         jobs: (0..jobs)
             .map(|i| Pending { depth: i as u32 % 17, node: NodeBytes::from_slice(&[i as u8; 20]) })
             .collect(),
+        counters: vec![7, 8],
     }
 }
 
@@ -89,8 +91,11 @@ fn bad_files_are_named_for_what_is_wrong() {
     flipped[mid] ^= 0x10;
     expect(&flipped, |e| matches!(e, LoadError::Corrupt(m) if m.contains("checksum")));
     let mut newer = good.clone();
-    newer[8..12].copy_from_slice(&2u32.to_le_bytes());
-    expect(&newer, |e| matches!(e, LoadError::Newer { found: 2, supported: 1 }));
+    newer[8..12].copy_from_slice(&(CURRENT_VERSION + 1).to_le_bytes());
+    expect(
+        &newer,
+        |e| matches!(e, LoadError::Newer { found, supported } if *found == CURRENT_VERSION + 1 && *supported == CURRENT_VERSION),
+    );
     let mut zero = good.clone();
     zero[8..12].copy_from_slice(&0u32.to_le_bytes());
     expect(&zero, |e| matches!(e, LoadError::Corrupt(_) | LoadError::UnknownVersion(0)));

@@ -8,10 +8,12 @@ use crate::{ListenOptions, MonitorOptions, PollingStart, ProgressMode, Registry,
 use bts_checkpoints::{Checkpoint, StoredMode};
 use bts_master::{BudgetConfig, Discard, Order, Outcome, Output, Plain, SchedulerConfig, StopReason};
 use bts_worker::remote::{MasterAddress, RemoteOptions};
+use bts_worker::{FileFrame, Searcher};
 use clap::{CommandFactory, FromArgMatches};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]`
@@ -34,16 +36,18 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         return Err(CliError::usage("--checkpoint-every needs --checkpoint FILE"));
     }
     let mut options = run_options(&args, None)?;
-    let (output, output_path) = open_output(&args)?;
+    let frame = searcher.file_frame(None);
+    let (output, output_path) = open_output(&args, frame.as_ref())?;
     if options.checkpoint.is_some() && output_path.is_none() && !options.count_only {
         tracing::warn!(
             "output records go to stdout: after a crash, records written since the last checkpoint \
              would be written again; use --output FILE for exactly-once output"
         );
     }
-    options.output_path = output_path;
+    options.output_path = output_path.clone();
     warn_if_records_cannot_be_taken_back(&options);
-    execute(&args, Run::with_searcher(spec, searcher).options(options), output)
+    let framed = output_path.zip(frame.is_some().then(|| Arc::clone(&searcher)));
+    execute(&args, Run::with_searcher(spec, searcher).options(options), output, framed)
 }
 
 /// `bts resume <CHECKPOINT> [RUN-OPTIONS]`
@@ -74,10 +78,12 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     if let Some(b) = args.budget.budget {
         checkpoint.budget.base = b;
     }
-    let (output, output_path) = reopen_output(&args, &checkpoint)?;
-    options.output_path = output_path;
+    let header = searcher.file_frame(None).map_or(0, |f| f.header.len() as u64);
+    let (output, output_path) = reopen_output(&args, &checkpoint, header)?;
+    options.output_path = output_path.clone();
     warn_if_records_cannot_be_taken_back(&options);
-    execute(&args, Run::resume(checkpoint, searcher).options(options), output)
+    let framed = output_path.filter(|_| header > 0).map(|p| (p, Arc::clone(&searcher)));
+    execute(&args, Run::resume(checkpoint, searcher).options(options), output, framed)
 }
 
 /// Random polling with remote workers rolls back to the last snapshot when one is lost, which
@@ -169,8 +175,14 @@ fn parse(run_options: &[String], registry: &Registry) -> Result<Parsed, CliError
     }
 }
 
-/// Runs, then reports: summary, JSON, how to resume, exit status.
-fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit, CliError> {
+/// Runs, then reports: summary, JSON, how to resume, exit status. `framed`: an output file whose
+/// tree frames its records (see [`Searcher::file_frame`]), completed when the run is.
+fn execute(
+    args: &RunArgs,
+    run: Run,
+    mut output: Box<dyn Output>,
+    framed: Option<(PathBuf, Arc<dyn Searcher>)>,
+) -> Result<Exit, CliError> {
     let mut summary_file = match &args.output.summary_json {
         Some(p) if p.as_os_str() != "-" => Some(create(p, "summary")?),
         _ => None,
@@ -190,6 +202,13 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>) -> Result<Exit
         e => CliError::failure(e),
     })?;
     drop(output);
+    if let Some((path, searcher)) = framed
+        && finished.outcome == Outcome::Complete
+        && let Some(frame) = searcher.file_frame(Some(finished.summary.totals.outputs))
+    {
+        complete_frame(&path, &frame)
+            .map_err(|e| CliError::failure(format!("cannot complete the output file {}: {e}", path.display())))?;
+    }
 
     let summary = &finished.summary;
     eprint!("{}", summary.human());
@@ -352,28 +371,48 @@ fn run_mode(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunMode, Cl
     Ok(RunMode::Polling { split, start })
 }
 
-/// An output file, synced to disk before every checkpoint.
-struct FileOutput(BufWriter<File>);
+/// Rewrites the header of a complete output file in place (the same length) and ends it with the
+/// footer.
+fn complete_frame(path: &Path, frame: &FileFrame) -> io::Result<()> {
+    let mut file = OpenOptions::new().write(true).open(path)?;
+    file.write_all(frame.header.as_bytes())?;
+    file.seek(SeekFrom::End(0))?;
+    file.write_all(frame.footer.as_bytes())?;
+    file.sync_data()
+}
+
+/// An output file, synced to disk before every checkpoint. Records start after `header` bytes (a
+/// tree's [`FileFrame`]): lengths the run gives count records only.
+struct FileOutput {
+    out: BufWriter<File>,
+    header: u64,
+}
+
+impl FileOutput {
+    fn new(file: File, header: u64) -> Box<Self> {
+        Box::new(Self { out: BufWriter::with_capacity(1 << 16, file), header })
+    }
+}
 
 impl Write for FileOutput {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf)
+        self.out.write(buf)
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.0.flush()
+        self.out.flush()
     }
 }
 
 impl Output for FileOutput {
     fn sync(&mut self) -> io::Result<()> {
-        self.0.flush()?;
-        self.0.get_ref().sync_data()
+        self.out.flush()?;
+        self.out.get_ref().sync_data()
     }
 
     fn rewind(&mut self, len: u64) -> io::Result<()> {
-        self.0.flush()?;
-        let file = self.0.get_mut();
-        file.set_len(len)?;
+        self.out.flush()?;
+        let file = self.out.get_mut();
+        file.set_len(self.header + len)?;
         file.seek(SeekFrom::End(0))?;
         Ok(())
     }
@@ -387,27 +426,36 @@ fn create(path: &Path, what: &str) -> Result<File, CliError> {
     File::create(path).map_err(|e| CliError::usage(format!("cannot write the {what} file {}: {e}", path.display())))
 }
 
-/// The output of a new run, and its path for checkpoints.
-fn open_output(args: &RunArgs) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
+/// The output of a new run (an output file starts with the tree's header), and its path for
+/// checkpoints.
+fn open_output(args: &RunArgs, frame: Option<&FileFrame>) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
     Ok(match &args.output.output {
         _ if args.output.count_only => (Box::new(Discard), None),
         Some(path) => {
-            let file = create(path, "output")?;
-            (Box::new(FileOutput(BufWriter::with_capacity(1 << 16, file))), Some(absolute(path.clone())))
+            let mut file = create(path, "output")?;
+            let header = frame.map_or("", |f| f.header.as_str());
+            file.write_all(header.as_bytes())
+                .map_err(|e| CliError::failure(format!("cannot write the output file {}: {e}", path.display())))?;
+            (FileOutput::new(file, header.len() as u64), Some(absolute(path.clone())))
         }
         None => (Box::new(Plain(BufWriter::with_capacity(1 << 16, io::stdout()))), None),
     })
 }
 
-/// The output of a resumed run: the checkpoint's output file, cut back to its committed length.
-fn reopen_output(args: &RunArgs, checkpoint: &Checkpoint) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
+/// The output of a resumed run: the checkpoint's output file, cut back to its committed length
+/// (after a `header` of that many bytes).
+fn reopen_output(
+    args: &RunArgs,
+    checkpoint: &Checkpoint,
+    header: u64,
+) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
     if checkpoint.options.count_only {
         return Ok((Box::new(Discard), None));
     }
     let Some(path) = args.output.output.clone().or_else(|| checkpoint.options.output.clone()) else {
         return Ok((Box::new(Plain(BufWriter::with_capacity(1 << 16, io::stdout()))), None));
     };
-    let committed = checkpoint.output_len;
+    let committed = header + checkpoint.output_len;
     let open = || -> io::Result<(File, u64)> {
         let file = OpenOptions::new().write(true).open(&path)?;
         let len = file.metadata()?.len();
@@ -426,5 +474,5 @@ fn reopen_output(args: &RunArgs, checkpoint: &Checkpoint) -> Result<(Box<dyn Out
     if len > committed {
         tracing::info!("cut {} uncommitted bytes from {}", len - committed, path.display());
     }
-    Ok((Box::new(FileOutput(BufWriter::with_capacity(1 << 16, file))), Some(absolute(path))))
+    Ok((FileOutput::new(file, header), Some(absolute(path))))
 }
