@@ -112,7 +112,7 @@ struct FirstBasis {
 /// name lrs echoes and the head of an output file.
 fn check_input(config: &LrsConfig, file: &Path) -> Result<FirstBasis, String> {
     let rejected = |what: String| format!("lrs rejects {}: {what}", file.display());
-    let mut program = Program::spawn(&mut Command::new(&config.exec.program), "lrs", config.exec.max_line)
+    let mut program = Program::spawn_quiet(&mut Command::new(&config.exec.program), "lrs", config.exec.max_line)
         .map_err(|e| format!("lrs: cannot start {}: {e}", config.exec.program.display()))?;
     let _ = program.send(&format!("{}maxcobases 1\n", config.input));
     program.close_stdin();
@@ -235,7 +235,7 @@ impl LrsRunner {
         let c = &self.config;
         let started = Instant::now();
         let deadline = started + c.exec.job_timeout;
-        let mut program = Program::spawn(&mut Command::new(&c.exec.program), &self.tag, c.exec.max_line)
+        let mut program = Program::spawn_quiet(&mut Command::new(&c.exec.program), &self.tag, c.exec.max_line)
             .map_err(|e| Failure::start(format!("cannot start {}: {e}", c.exec.program.display())))?;
         if let Err(e) = program.send(&self.job_input(job, cobasis)) {
             return Err(Failure::new(format!("cannot give lrs its input ({e})"), &program));
