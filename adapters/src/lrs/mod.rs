@@ -14,7 +14,7 @@
 mod parse;
 
 use crate::ExecConfig;
-use crate::process::Program;
+use crate::process::{Next, Program};
 use crate::runner::{Failure, exited_successfully, timeout_message, with_retries};
 use bts_protocol::{Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned};
 use bts_worker::{CounterNames, FileFrame, JobRunner, RunnerSettings, Searcher};
@@ -121,16 +121,16 @@ fn check_input(config: &LrsConfig, file: &Path) -> Result<FirstBasis, String> {
     let mut first_line = None;
     loop {
         match program.next(deadline) {
-            crate::process::Next::Line(l) => {
+            Next::Line(l) => {
                 let text = l.trim();
                 if first_line.is_none() && !text.is_empty() && !text.starts_with('*') {
                     first_line = Some(text.to_string());
                 }
                 out.line(&l).map_err(rejected)?;
             }
-            crate::process::Next::Eof => break,
-            crate::process::Next::TooLong(_) => return Err(rejected("a line too long".into())),
-            crate::process::Next::Timeout => return Err(rejected("it did not reach a first basis in time".into())),
+            Next::Eof => break,
+            Next::TooLong(_) => return Err(rejected("a line too long".into())),
+            Next::Timeout => return Err(rejected("it did not reach a first basis in time".into())),
         }
     }
     let status = program.wait(Duration::from_secs(10));
@@ -244,13 +244,13 @@ impl LrsRunner {
         let mut out = JobOutput::new(c.name.as_deref());
         loop {
             match program.next(deadline) {
-                crate::process::Next::Line(l) => out.line(&l).map_err(|e| Failure::with_line(e, &l, &program))?,
-                crate::process::Next::Eof => break,
-                crate::process::Next::TooLong(l) => {
+                Next::Line(l) => out.line(&l).map_err(|e| Failure::with_line(e, &l, &program))?,
+                Next::Eof => break,
+                Next::TooLong(l) => {
                     let what = format!("a line longer than {} bytes", c.exec.max_line);
                     return Err(Failure::with_line(what, &l, &program));
                 }
-                crate::process::Next::Timeout => return Err(Failure::new(timeout_message(&c.exec), &program)),
+                Next::Timeout => return Err(Failure::new(timeout_message(&c.exec), &program)),
             }
         }
         exited_successfully(&mut program, deadline, "")?;
