@@ -43,6 +43,7 @@ fn write_large() {
         output_len: 0,
         jobs,
         seal: None,
+        counters: Vec::new(),
     };
     let dir = tempfile::tempdir_in(".").unwrap();
     let path = dir.path().join("large.ckpt");

@@ -42,12 +42,15 @@ impl Registry {
         Self::default()
     }
 
-    /// The built-in trees: `uts`, `gw`, `queens`, and `exec` (a program of yours, through the line
-    /// protocol).
+    /// The built-in trees: `uts`, `gw`, `queens`, `exec` (a program of yours, through the line
+    /// protocol) and `lrs` (lrslib's lrs, a process per job).
     pub fn builtin() -> Self {
         let mut r = Self::empty();
         r.register_parsed::<bts_adapters::ExecArgs>("exec", |a| {
             Ok(Arc::new(bts_adapters::ExecSearcher::new(a)?) as Arc<dyn Searcher>)
+        });
+        r.register_parsed::<bts_adapters::LrsArgs>("lrs", |a| {
+            Ok(Arc::new(bts_adapters::LrsSearcher::new(a)?) as Arc<dyn Searcher>)
         });
         r.register::<bts_trees::UtsArgs, _>("uts", |a| bts_trees::Uts::new(a.params()?));
         r.register::<bts_trees::GwArgs, _>("gw", |a| Ok(a.build()));

@@ -16,7 +16,7 @@
 
 use crate::monitor::{Monitor, TICK};
 pub use crate::monitor::{MonitorOptions, ProgressMode};
-use crate::summary::Summary;
+use crate::summary::{Summary, TreeTotals};
 use bts_checkpoints::{Checkpoint, OutputSeal, StoredMode, StoredOptions};
 use bts_master::polling::{Coordinator, StartPlan};
 use bts_master::{
@@ -248,7 +248,7 @@ impl Run {
         let (mut scheduler, before) = match resume {
             Some(ck) => {
                 let before = (ck.elapsed_s, ck.segments);
-                (Scheduler::resume(config, ck.totals, Some(ck.budget), ck.jobs), before)
+                (Scheduler::resume(config, ck.committed_totals(), Some(ck.budget), ck.jobs), before)
             }
             None => (Scheduler::new(config, searcher.root().map_err(RunError::Setup)?), (0.0, 0)),
         };
@@ -297,7 +297,7 @@ impl Run {
                 let _ = t.join();
             }
         }
-        finished(result?, &scheduler, hooks)
+        finished(result?, &scheduler, hooks, &*searcher)
     }
 }
 
@@ -321,7 +321,7 @@ impl Run {
         }
         // What the run starts from: the root, or the nodes a checkpoint saved.
         let (totals, before, initial_jobs, fresh) = match resume {
-            Some(ck) => (ck.totals, (ck.elapsed_s, ck.segments), ck.jobs, false),
+            Some(ck) => (ck.committed_totals(), (ck.elapsed_s, ck.segments), ck.jobs, false),
             None => {
                 let root = Pending { depth: 0, node: searcher.root().map_err(RunError::Setup)? };
                 (Totals::default(), (0.0, 0), vec![root], true)
@@ -416,7 +416,7 @@ impl Run {
                 let _ = t.join();
             }
         }
-        finished(result?, &coordinator, hooks)
+        finished(result?, &coordinator, hooks, &*searcher)
     }
 }
 
@@ -439,12 +439,18 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<std::thread:
 }
 
 /// How the run ended, and its summary.
-fn finished(outcome: Outcome, run: &dyn RunView, hooks: Hooks<'_>) -> Result<Finished, RunError> {
+fn finished(
+    outcome: Outcome,
+    run: &dyn RunView,
+    hooks: Hooks<'_>,
+    searcher: &dyn Searcher,
+) -> Result<Finished, RunError> {
     tracing::info!(outcome = crate::summary::outcome_name(&outcome), "the run ends");
     let saver = &hooks.saver;
     // Checkpoints hold usable times only, so the sum is one a Duration can take.
     let elapsed = Duration::from_secs_f64(saver.before.0) + saver.started.elapsed();
-    let summary = Summary::new(&saver.tree.command_line(), &outcome, run, elapsed, saver.before.1 + 1);
+    let mut summary = Summary::new(&saver.tree.command_line(), &outcome, run, elapsed, saver.before.1 + 1);
+    summary.tree_totals = searcher.counters().map(|c| TreeTotals::new(c, &run.totals().counters));
     let checkpoint_error = hooks.last_save_failed;
     let checkpoint = saver.options.checkpoint.clone().filter(|_| checkpoint_error.is_none());
     Ok(Finished { outcome, summary, checkpoint, checkpoint_error })
@@ -554,6 +560,7 @@ impl Checkpointer<'_> {
             output_len: scheduler.totals().output_bytes,
             jobs,
             seal: at.output_checksum.map(|crc| OutputSeal { crc, ended: at.last }),
+            counters: scheduler.totals().counters.clone(),
         };
         bts_checkpoints::write(path, &checkpoint)
     }

@@ -1,7 +1,9 @@
 //! The summary of a run: printed for people on stderr, written as JSON for programs.
 
 use bts_master::{Order, Outcome, RunView, StopReason, Totals};
+use bts_worker::CounterNames;
 use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -40,6 +42,46 @@ pub struct Summary {
     /// jobs and steals together.
     #[serde(skip)]
     pub mixed_modes: bool,
+    /// The tree's own totals (lrs's vertices, rays, ...), as an object under the tree's key.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub tree_totals: Option<TreeTotals>,
+}
+
+/// A tree's own totals, named, in the tree's order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeTotals {
+    /// The summary's key for them.
+    pub key: String,
+    pub values: Vec<(String, u64)>,
+}
+
+impl TreeTotals {
+    /// Names `counters` (missing ones are 0: no job reported any).
+    pub fn new(names: CounterNames, counters: &[u64]) -> Self {
+        let value = |i| counters.get(i).copied().unwrap_or(0);
+        let values = names.names.iter().enumerate().map(|(i, n)| (n.to_string(), value(i))).collect();
+        Self { key: names.key.to_string(), values }
+    }
+
+    /// The value of `name`.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.values.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
+    }
+}
+
+/// `{"<key>": {"<name>": value, ...}}`, in the tree's order.
+impl Serialize for TreeTotals {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Values<'a>(&'a [(String, u64)]);
+        impl Serialize for Values<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_map(self.0.iter().map(|(n, v)| (n, v)))
+            }
+        }
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry(&self.key, &Values(&self.values))?;
+        map.end()
+    }
 }
 
 pub fn outcome_name(outcome: &Outcome) -> &'static str {
@@ -84,6 +126,7 @@ impl Summary {
             queued: scheduler.queued() + scheduler.in_flight(),
             max_queued: scheduler.peak_queued(),
             mixed_modes: false,
+            tree_totals: None,
         }
     }
 
@@ -115,9 +158,13 @@ impl Summary {
             (Some(_), None) => " (depths not reported)",
             _ => "",
         };
+        let tree = self.tree_totals.as_ref().map_or_else(String::new, |t| {
+            let values: Vec<String> = t.values.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            format!("bts: {}: {}\n", t.key, values.join(" "))
+        });
         format!(
             "bts: {}: {}{unreported}\n\
-             bts: {:.3} s, {:.3} M nodes/s, {}, {sharing}{left}\n",
+             bts: {:.3} s, {:.3} M nodes/s, {}, {sharing}{left}\n{tree}",
             self.outcome,
             counts.join(", "),
             self.elapsed_s,
@@ -160,12 +207,22 @@ mod tests {
             queued,
             max_queued: 1,
             mixed_modes: false,
+            tree_totals: None,
         }
     }
 
     #[test]
     fn one_is_singular_and_unreported_counts_are_said_so() {
-        let t = Totals { nodes: 1, leaves: None, max_depth: None, outputs: 1, jobs: 1, returned: 0, output_bytes: 2 };
+        let t = Totals {
+            nodes: 1,
+            leaves: None,
+            max_depth: None,
+            outputs: 1,
+            jobs: 1,
+            returned: 0,
+            output_bytes: 2,
+            ..Totals::default()
+        };
         let text = summary(t.clone(), "budget", 1).human();
         assert!(text.contains("1 node, 1 output (leaves and depths not reported)"), "{text}");
         assert!(text.contains("1 worker, 1 job, 0 returned") && text.contains(", 1 job left"), "{text}");

@@ -403,3 +403,31 @@ fn a_done_that_would_overflow_the_totals_fails_the_job() {
     assert!(stderr(&o).contains("would overflow the run's totals"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
 }
+
+#[test]
+fn budgets_are_soft_a_job_may_visit_more_than_its_budget_and_is_counted_as_it_says() {
+    // The tree of FAULTY; a job at nX ignores its budget of 1 and finishes its five leaves, as lrs
+    // finishes the leaves on its stack. A node returned at the job's own depth is still refused.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("soft.sh");
+    let program = r#"#!/bin/sh
+case "$BTS_NODE" in
+  root) for i in 0 1 2 3 4 5 6 7 8 9; do echo "unexplored 1 n$i"; done; echo "done 1" ;;
+  up) echo "unexplored 1 side"; echo "done 1" ;;
+  side) echo "unexplored 1 again"; echo "done 1" ;;
+  *) for i in 0 1 2 3 4; do echo "out $BTS_NODE.$i"; done; echo "done 6 leaves=5 max_depth=2" ;;
+esac
+"#;
+    std::fs::write(&script, program).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = script.to_str().unwrap();
+    let args = ["run", "--workers", "2", "--budget", "1", "--fixed-budget", "--summary-json", "-", "--count-only"];
+    let o = bts(&[&args[..], &["exec", "--", script]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&o);
+    assert_eq!((s["nodes"].as_u64(), s["outputs"].as_u64(), s["jobs"].as_u64()), (Some(61), Some(50), Some(11)), "{s}");
+    let o = bts(&[&args[..], &["exec", "--root", "up", "--retries", "0", "--", script]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("a node returned at depth 1, not below the job's depth"), "{}", stderr(&o));
+}

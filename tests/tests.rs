@@ -7,6 +7,7 @@ mod cli;
 mod examples;
 mod legacy;
 mod library;
+mod lrs;
 mod monitor;
 mod polling;
 mod remote;

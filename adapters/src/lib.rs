@@ -1,4 +1,5 @@
-//! Legacy enumeration programs as bts workers: `bts run exec [OPTIONS] -- PROGRAM [ARGS...]`.
+//! Legacy enumeration programs as bts workers: `bts run exec [OPTIONS] -- PROGRAM [ARGS...]`, and
+//! the built-in `bts run lrs FILE` on the same machinery (see [`lrs`]).
 //!
 //! A program that can search a subtree under a budget talks to bts through a line protocol on its
 //! stdin and stdout (ARCHITECTURE.md, "Legacy programs"; the README walks through adapting one). A
@@ -9,8 +10,11 @@
 //! node, the offending line and the end of the program's stderr.
 
 mod lines;
+mod lrs;
 mod process;
 mod runner;
+
+pub use lrs::{LrsArgs, LrsSearcher};
 
 use bts_protocol::NodeBytes;
 use bts_worker::{JobRunner, RunnerSettings, Searcher};
@@ -49,7 +53,7 @@ pub struct ExecArgs {
 }
 
 /// At most 1e9 seconds (31 years), as every seconds option of bts: longer cannot be added to a clock.
-fn positive_seconds(s: &str) -> Result<f64, String> {
+pub(crate) fn positive_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(x) if x > 0.0 && x <= 1e9 => Ok(x),
         _ => Err(format!("'{s}' is not a positive number of seconds (at most 1e9)")),
@@ -57,7 +61,7 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
 }
 
 /// The longest line accepted from a program.
-const MAX_LINE: usize = 16 << 20;
+pub(crate) const MAX_LINE: usize = 16 << 20;
 
 /// Everything needed to run jobs through the program.
 #[derive(Debug)]
@@ -113,7 +117,7 @@ impl Searcher for ExecSearcher {
 
 /// The program's path: as given when it has a slash, else found on PATH; it must be an executable
 /// file.
-fn find_program(name: &str) -> Result<PathBuf, String> {
+pub(crate) fn find_program(name: &str) -> Result<PathBuf, String> {
     let candidates: Vec<PathBuf> = if name.contains('/') {
         vec![PathBuf::from(name)]
     } else {

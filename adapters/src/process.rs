@@ -47,6 +47,17 @@ impl Program {
     /// Starts `command` in a process group of its own (so that Ctrl-C to bts leaves it alone and a
     /// kill reaches whatever it started), with piped stdin and stdout; `tag` names it in the log.
     pub fn spawn(command: &mut Command, tag: &str, max_line: usize) -> io::Result<Program> {
+        Self::spawn_logging(command, tag, max_line, true)
+    }
+
+    /// As [`spawn`](Self::spawn), with the program's stderr logged at debug level rather than as
+    /// warnings (for a program whose stderr carries expected notices, as lrs's does); it is kept for
+    /// error messages all the same.
+    pub fn spawn_quiet(command: &mut Command, tag: &str, max_line: usize) -> io::Result<Program> {
+        Self::spawn_logging(command, tag, max_line, false)
+    }
+
+    fn spawn_logging(command: &mut Command, tag: &str, max_line: usize, warn: bool) -> io::Result<Program> {
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
         let mut child = command.spawn()?;
         let stdout = child.stdout.take().expect("stdout is piped");
@@ -54,9 +65,14 @@ impl Program {
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let tail = Arc::clone(&stderr_tail);
         let tag = format!("{tag} (pid {})", child.id());
-        std::thread::Builder::new().name("bts-exec-err".into()).spawn(move || log_stderr(stderr, &tag, &tail))?;
+        std::thread::Builder::new().name("bts-exec-err".into()).spawn(move || log_stderr(stderr, &tag, &tail, warn))?;
         let stdin = child.stdin.take();
         Ok(Program { child, stdin, stdout, buf: Vec::new(), scanned: 0, max_line, stderr_tail, status: None })
+    }
+
+    /// Closes the program's stdin: it reads end of file (one-shot input, as lrs's).
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
     }
 
     /// Writes `bytes` to the program's stdin.
@@ -204,13 +220,20 @@ pub fn describe(status: Option<ExitStatus>) -> String {
 const STDERR_LINE: usize = 2000;
 
 /// Sends stderr to the log, line by line (long lines cut), keeping the last lines.
-fn log_stderr(mut stderr: impl Read, tag: &str, tail: &Mutex<VecDeque<String>>) {
+fn log_stderr(mut stderr: impl Read, tag: &str, tail: &Mutex<VecDeque<String>>, warn: bool) {
     let mut line = Vec::new();
     let mut chunk = [0u8; 8192];
     let emit = |line: &mut Vec<u8>| {
         let text = String::from_utf8_lossy(line).into_owned();
         line.clear();
-        tracing::warn!(worker = %tag, "stderr: {text}");
+        if text.trim().is_empty() {
+            return;
+        }
+        if warn {
+            tracing::warn!(worker = %tag, "stderr: {text}");
+        } else {
+            tracing::debug!(worker = %tag, "stderr: {text}");
+        }
         let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
         if tail.len() == STDERR_TAIL {
             tail.pop_front();

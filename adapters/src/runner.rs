@@ -18,19 +18,24 @@ const MAX_JOB_ANSWER: usize = 256 << 20;
 
 /// Why an attempt at a job failed.
 #[derive(Debug)]
-struct Failure {
-    what: String,
+pub(crate) struct Failure {
+    pub(crate) what: String,
     /// The line that broke the protocol, if one did.
     line: Option<String>,
     stderr: String,
 }
 
 impl Failure {
-    fn new(what: impl Into<String>, program: &Program) -> Self {
+    /// A failure before the program could run.
+    pub(crate) fn start(what: String) -> Self {
+        Self { what, line: None, stderr: String::new() }
+    }
+
+    pub(crate) fn new(what: impl Into<String>, program: &Program) -> Self {
         Self { what: what.into(), line: None, stderr: program.stderr_tail() }
     }
 
-    fn with_line(what: impl Into<String>, line: &[u8], program: &Program) -> Self {
+    pub(crate) fn with_line(what: impl Into<String>, line: &[u8], program: &Program) -> Self {
         Self { line: Some(shorten(&String::from_utf8_lossy(line), 200)), ..Self::new(what, program) }
     }
 
@@ -119,15 +124,14 @@ impl ExecRunner {
     fn attempt(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), Failure> {
         let started = Instant::now();
         let deadline = started + self.config.job_timeout;
-        let cannot_start = |what| Failure { what, line: None, stderr: String::new() };
         let mut program = match self.program.take() {
             Some(p) => p,
-            None => self.start((!self.config.persistent).then_some(job)).map_err(cannot_start)?,
+            None => self.start((!self.config.persistent).then_some(job)).map_err(Failure::start)?,
         };
         if self.config.persistent {
             if program.has_pending() {
                 tracing::error!(worker = %self.tag, "the program wrote after its last `done`; restarting it");
-                program = self.start(None).map_err(cannot_start)?;
+                program = self.start(None).map_err(Failure::start)?;
             }
             if let Err(e) = program.send(&lines::job_line(job)) {
                 let status = describe(program.wait(Duration::from_millis(100)));
@@ -155,6 +159,7 @@ impl ExecRunner {
                     returned: (batch.returned.len() - returned_before) as u32,
                     output_bytes: (batch.output.len() - output_before) as u64,
                     elapsed_ns: started.elapsed().as_nanos() as u64,
+                    counters: Vec::new(),
                 });
                 Ok(())
             }
@@ -179,7 +184,7 @@ impl ExecRunner {
                 Next::Eof => break,
                 Next::Timeout if program.exited() => break,
                 Next::Timeout if Instant::now() >= deadline => {
-                    return Err(Failure::new(self.timeout_message(), program));
+                    return Err(Failure::new(timeout_message(&self.config), program));
                 }
                 Next::Timeout => {}
             }
@@ -187,7 +192,7 @@ impl ExecRunner {
         // It may close stdout a little before it exits.
         while !program.exited() {
             if Instant::now() >= deadline {
-                return Err(Failure::new(self.timeout_message(), program));
+                return Err(Failure::new(timeout_message(&self.config), program));
             }
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -210,10 +215,6 @@ impl ExecRunner {
             );
         }
         Ok(())
-    }
-
-    fn timeout_message(&self) -> String {
-        format!("the job took longer than --job-timeout {} s", self.config.job_timeout.as_secs_f64())
     }
 
     /// Reads the program's answer to `job` up to its `done`: (visited, leaves, max_depth, outputs).
@@ -247,7 +248,7 @@ impl ExecRunner {
                     let status = describe(program.wait(Duration::from_millis(500)));
                     return Err(Failure::new(format!("the program ended before `done` ({status})"), program));
                 }
-                Next::Timeout => return Err(Failure::new(self.timeout_message(), program)),
+                Next::Timeout => return Err(Failure::new(timeout_message(&self.config), program)),
             };
             match lines::parse(&line) {
                 Some(Line::Out(text)) => {
@@ -274,12 +275,9 @@ impl ExecRunner {
                         let what = format!("a `done` for job {n}, but this is job {given} of the process");
                         return Err(Failure::with_line(what, &line, program));
                     }
+                    // Budgets are soft: a program may visit more than its budget, and says so.
                     if visited == 0 {
                         let what = "`done 0`: the job's own node was not visited, and would be lost";
-                        return Err(Failure::with_line(what, &line, program));
-                    }
-                    if visited > job.budget.0 {
-                        let what = format!("{visited} nodes visited on a budget of {}", job.budget);
                         return Err(Failure::with_line(what, &line, program));
                     }
                     return Ok((visited, leaves, max_depth, outputs));
@@ -293,25 +291,48 @@ impl ExecRunner {
 impl JobRunner for ExecRunner {
     fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
         let node = String::from_utf8_lossy(job.node.as_slice()).into_owned();
-        let mut attempts = 0;
-        loop {
-            match self.attempt(job, batch) {
-                Ok(()) => return Ok(()),
-                Err(f) if attempts < self.config.retries => {
-                    attempts += 1;
-                    tracing::warn!(
-                        worker = %self.tag,
-                        "the job at node {node:?} failed ({}); trying again on a fresh process ({attempts} of {})",
-                        f.what,
-                        self.config.retries
-                    );
-                }
-                Err(f) => {
-                    let tries = attempts + 1;
-                    let message =
-                        format!("{} (after {tries} attempt{})", f.message(), if tries > 1 { "s" } else { "" });
-                    return Err(JobFailure { id: job.id, node: format!("{node:?}"), message });
-                }
+        let (tag, retries) = (self.tag.clone(), self.config.retries);
+        with_retries(job, &node, &tag, retries, || self.attempt(job, batch))
+    }
+}
+
+pub(crate) fn timeout_message(config: &ExecConfig) -> String {
+    format!("the job took longer than --job-timeout {} s", config.job_timeout.as_secs_f64())
+}
+
+/// Waits for a program whose stdout has closed to exit, and fails unless it exits with status 0.
+pub(crate) fn exited_successfully(program: &mut Program, deadline: Instant, when: &str) -> Result<(), Failure> {
+    match program.wait(deadline.saturating_duration_since(Instant::now())) {
+        Some(s) if s.success() => Ok(()),
+        status => Err(Failure::new(format!("the program ended with {} {when}", describe(status)), program)),
+    }
+}
+
+/// Tries `attempt` up to `retries` more times after a failure (each attempt on a fresh process);
+/// the last failure, with its attempts counted, fails the job.
+pub(crate) fn with_retries(
+    job: &Job,
+    node: &str,
+    tag: &str,
+    retries: u32,
+    mut attempt: impl FnMut() -> Result<(), Failure>,
+) -> Result<(), JobFailure> {
+    let mut attempts = 0;
+    loop {
+        match attempt() {
+            Ok(()) => return Ok(()),
+            Err(f) if attempts < retries => {
+                attempts += 1;
+                tracing::warn!(
+                    worker = %tag,
+                    "the job at node {node:?} failed ({}); trying again on a fresh process ({attempts} of {retries})",
+                    f.what,
+                );
+            }
+            Err(f) => {
+                let tries = attempts + 1;
+                let message = format!("{} (after {tries} attempt{})", f.message(), if tries > 1 { "s" } else { "" });
+                return Err(JobFailure { id: job.id, node: format!("{node:?}"), message });
             }
         }
     }

@@ -11,10 +11,10 @@
 //! | 4 | format version, little endian |
 //! | 8 | payload length, little endian |
 //! | 4 | CRC-32 of the version, the length and the payload, little endian |
-//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] in postcard |
+//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] and the tree's counters in postcard |
 //!
-//! Version 1 files, which have no output seal, are still read: their output file is checked by
-//! its length only.
+//! Version 1 files, which have no output seal and no counters, are still read: their output file
+//! is checked by its length only.
 //!
 //! Files are replaced atomically ([`write`]): the previous checkpoint stays valid until the new one
 //! is complete on disk. `README.md` beside this crate argues why resuming from a checkpoint, however
@@ -88,9 +88,18 @@ pub struct Checkpoint {
     /// after the rest of the payload, so that version 1 is this layout without it.
     #[serde(skip)]
     pub seal: Option<OutputSeal>,
+    /// The tree's own totals (`Totals::counters`, which `totals` does not serialise); empty in a
+    /// version-1 file. Stored after the seal.
+    #[serde(skip)]
+    pub counters: Vec<u64>,
 }
 
 impl Checkpoint {
+    /// The committed totals, the tree's own counters included.
+    pub fn committed_totals(&self) -> Totals {
+        Totals { counters: self.counters.clone(), ..self.totals.clone() }
+    }
+
     /// True when the run was complete: no job is left.
     pub fn is_complete(&self) -> bool {
         self.jobs.is_empty()

@@ -1,6 +1,6 @@
 //! Checkpoint files: round trips, atomic replacement, and every kind of bad file refused cleanly.
 
-use bts_checkpoints::{Checkpoint, LoadError, OutputSeal, StoredOptions, decode, encode, load, write};
+use bts_checkpoints::{CURRENT_VERSION, Checkpoint, LoadError, OutputSeal, StoredOptions, decode, encode, load, write};
 use bts_master::{BudgetConfig, BudgetState, CostModel, Order, Pending, Totals};
 use bts_protocol::{NodeBytes, TreeSpec};
 use proptest::prelude::*;
@@ -27,6 +27,7 @@ fn sample(jobs: usize) -> Checkpoint {
             jobs: 99,
             returned: 140,
             output_bytes: 4096,
+            counters: Vec::new(),
         },
         budget: {
             let mut cost = CostModel::default();
@@ -41,6 +42,7 @@ fn sample(jobs: usize) -> Checkpoint {
             .map(|i| Pending { depth: i as u32 % 17, node: NodeBytes::from_slice(&[i as u8; 20]) })
             .collect(),
         seal: Some(OutputSeal { crc: 0xDEAD_BEEF, ended: jobs == 0 }),
+        counters: vec![7, 8],
     }
 }
 
@@ -90,14 +92,17 @@ fn bad_files_are_named_for_what_is_wrong() {
     flipped[mid] ^= 0x10;
     expect(&flipped, |e| matches!(e, LoadError::Corrupt(m) if m.contains("checksum")));
     let mut newer = good.clone();
-    newer[8..12].copy_from_slice(&3u32.to_le_bytes());
-    expect(&newer, |e| matches!(e, LoadError::Newer { found: 3, supported: 2 }));
+    newer[8..12].copy_from_slice(&(CURRENT_VERSION + 1).to_le_bytes());
+    expect(
+        &newer,
+        |e| matches!(e, LoadError::Newer { found, supported } if *found == CURRENT_VERSION + 1 && *supported == CURRENT_VERSION),
+    );
     let mut zero = good.clone();
     zero[8..12].copy_from_slice(&0u32.to_le_bytes());
     expect(&zero, |e| matches!(e, LoadError::Corrupt(_) | LoadError::UnknownVersion(0)));
 }
 
-/// The bytes of a checkpoint file of format version 1, which had no output seal.
+/// The bytes of a checkpoint file of format version 1, which had no output seal and no counters.
 fn encode_v1(checkpoint: &Checkpoint) -> Vec<u8> {
     let payload = postcard::to_allocvec(checkpoint).unwrap();
     let mut out = b"bts-ckpt".to_vec();
@@ -115,7 +120,7 @@ fn encode_v1(checkpoint: &Checkpoint) -> Vec<u8> {
 fn version_1_files_still_load_without_a_seal() {
     let mut checkpoint = sample(7);
     let v1 = encode_v1(&checkpoint);
-    checkpoint.seal = None;
+    (checkpoint.seal, checkpoint.counters) = (None, Vec::new());
     assert_eq!(decode(&v1).unwrap(), checkpoint);
     // The current version stores the seal, absent or not.
     assert_eq!(decode(&encode(&checkpoint)).unwrap(), checkpoint);

@@ -155,6 +155,7 @@ mod tests {
             returned: 1,
             output_bytes: 6,
             elapsed_ns: 12345,
+            counters: vec![3, 1],
         };
         vec![
             WorkerFrame::Hello { threads: 4, nonce: [9; 32], peer_address: Some("10.0.0.2:4000".into()) },

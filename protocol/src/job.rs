@@ -60,6 +60,9 @@ pub struct JobReport {
     pub output_bytes: u64,
     /// Wall time the job took on its worker, for the budget controller.
     pub elapsed_ns: u64,
+    /// The tree's own totals for this job (lrs's vertices, rays, ...), in the order the tree names
+    /// them; empty for trees without any.
+    pub counters: Vec<u64>,
 }
 
 /// Reports of finished jobs, with their returned nodes and output records in flat arrays.

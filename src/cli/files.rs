@@ -153,27 +153,40 @@ pub struct FileOutput {
     writer: BufWriter<File>,
     path: PathBuf,
     sum: OutputSum,
-    /// Where the run starts writing: the file is cut to this length at the first write or sync.
+    /// The records start this far into the file, after a tree's header (see `FileFrame`): lengths
+    /// and checksums are of the records only.
+    offset: u64,
+    /// A new file's header, written when the run starts writing.
+    header: Option<Vec<u8>>,
+    /// Where the run starts writing, in bytes of records: the file is cut there at the first write
+    /// or sync.
     start: Option<u64>,
     /// The checksums at the start and at the last sync: the places a rollback returns to.
     marks: [OutputSum; 2],
 }
 
 impl FileOutput {
-    /// The output file of a new run: created if need be, emptied when the run starts writing.
-    pub fn create(path: &Path) -> Result<Self, CliError> {
+    /// The output file of a new run: created if need be, emptied when the run starts writing, and
+    /// then given `header` (a tree's, before its records).
+    pub fn create(path: &Path, header: &str) -> Result<Self, CliError> {
         let file = open_locked(path, true)?;
-        Ok(Self::new(file, path, OutputSum::default()))
+        let mut output = Self::new(file, path, OutputSum::default(), header.len() as u64);
+        output.header = Some(header.as_bytes().to_vec());
+        Ok(output)
     }
 
     /// The output file of a run resumed from `checkpoint`: it must hold the records the
     /// checkpoint committed, as its seal records them; bytes written after the checkpoint by the
-    /// run itself are cut off when the run starts writing.
-    pub fn reopen(path: &Path, checkpoint: &Checkpoint) -> Result<Self, CliError> {
-        let file = open_locked(path, false)?;
+    /// run itself are cut off when the run starts writing. `(header, footer)`: the lengths of a
+    /// tree's frame around the records (the footer ends a complete run's file).
+    pub fn reopen(path: &Path, checkpoint: &Checkpoint, (header, footer): (u64, u64)) -> Result<Self, CliError> {
+        let mut file = open_locked(path, false)?;
         let shown = path.display();
-        let len =
-            file.metadata().map_err(|e| CliError::usage(format!("cannot read the output file {shown}: {e}")))?.len();
+        let unreadable = |e: io::Error| CliError::usage(format!("cannot read the output file {shown}: {e}"));
+        let whole = file.metadata().map_err(unreadable)?.len();
+        // The records, and what follows them but the footer of a complete run.
+        let footer = if checkpoint.is_complete() { footer } else { 0 };
+        let len = whole.saturating_sub(header).saturating_sub(footer);
         let committed = checkpoint.output_len;
         if len < committed {
             return Err(CliError::usage(format!(
@@ -184,9 +197,8 @@ impl FileOutput {
             tracing::warn!(
                 "the checkpoint records no checksum of the output (an older bts wrote it): {shown} is checked by its length only"
             );
-            let sum = sum_prefix(&mut &file, committed)
-                .map_err(|e| CliError::usage(format!("cannot read the output file {shown}: {e}")))?;
-            return Ok(Self::new(file, path, sum));
+            let sum = sum_records(&mut file, header, committed).map_err(unreadable)?;
+            return Ok(Self::new(file, path, sum, header));
         };
         if seal.ended && len > committed {
             return Err(CliError::usage(format!(
@@ -195,21 +207,22 @@ impl FileOutput {
                 len - committed
             )));
         }
-        let sum = sum_prefix(&mut &file, committed)
-            .map_err(|e| CliError::usage(format!("cannot read the output file {shown}: {e}")))?;
+        let sum = sum_records(&mut file, header, committed).map_err(unreadable)?;
         if sum.crc() != seal.crc {
             return Err(CliError::usage(format!(
                 "the output file {shown} is not this run's output: its first {committed} bytes are not the records the \
                  checkpoint committed (rewritten by another run?)"
             )));
         }
-        Ok(Self::new(file, path, sum))
+        Ok(Self::new(file, path, sum, header))
     }
 
-    fn new(file: File, path: &Path, sum: OutputSum) -> Self {
+    fn new(file: File, path: &Path, sum: OutputSum, offset: u64) -> Self {
         Self {
             writer: BufWriter::with_capacity(1 << 16, file),
             path: path.to_path_buf(),
+            offset,
+            header: None,
             start: Some(sum.len()),
             marks: [sum.clone(), sum.clone()],
             sum,
@@ -218,8 +231,15 @@ impl FileOutput {
 
     /// Cuts the file to where the run starts, once.
     fn begin(&mut self) -> io::Result<()> {
-        if let Some(len) = self.start.take() {
+        if let Some(records) = self.start.take() {
             let file = self.writer.get_mut();
+            if let Some(header) = self.header.take() {
+                // A new run's file: its header, then its records.
+                file.set_len(0)?;
+                file.seek(SeekFrom::Start(0))?;
+                return file.write_all(&header);
+            }
+            let len = self.offset + records;
             let was = file.metadata()?.len();
             if was != len {
                 file.set_len(len)?;
@@ -233,6 +253,12 @@ impl FileOutput {
         }
         Ok(())
     }
+}
+
+/// The checksum of the `len` bytes of records that start `offset` bytes into `file`.
+fn sum_records(file: &mut File, offset: u64, len: u64) -> io::Result<OutputSum> {
+    file.seek(SeekFrom::Start(offset))?;
+    sum_prefix(file, len)
 }
 
 impl Write for FileOutput {
@@ -261,13 +287,13 @@ impl Output for FileOutput {
         self.begin()?;
         self.writer.flush()?;
         let file = self.writer.get_mut();
-        file.set_len(len)?;
+        file.set_len(self.offset + len)?;
         file.seek(SeekFrom::End(0))?;
         // A rollback returns to the last snapshot, where the output was synced; read the file
         // again only if that is not where it goes.
         self.sum = match self.marks.iter().find(|m| m.len() == len) {
             Some(mark) => mark.clone(),
-            None => sum_prefix(&mut File::open(&self.path)?, len)?,
+            None => sum_records(&mut File::open(&self.path)?, self.offset, len)?,
         };
         Ok(())
     }
@@ -292,7 +318,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.txt");
         std::fs::write(&path, "an earlier run's records\n").unwrap();
-        let mut out = FileOutput::create(&path).unwrap();
+        let mut out = FileOutput::create(&path, "").unwrap();
         // Opening neither cuts nor changes the file.
         assert_eq!(std::fs::read(&path).unwrap(), b"an earlier run's records\n");
         assert_eq!(out.checksum(), Some(crc(b"")));

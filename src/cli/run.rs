@@ -9,9 +9,11 @@ use crate::{ListenOptions, MonitorOptions, PollingStart, ProgressMode, Registry,
 use bts_checkpoints::{Checkpoint, StoredMode};
 use bts_master::{BudgetConfig, Discard, Order, Outcome, Output, SchedulerConfig, StopReason};
 use bts_worker::remote::{MasterAddress, RemoteOptions};
+use bts_worker::{FileFrame, Searcher};
 use clap::{CommandFactory, FromArgMatches};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]`
@@ -38,6 +40,7 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let output_path = args.output.output.as_deref().filter(|_| !args.output.count_only);
     files::check(&args, output_path, options.checkpoint.as_deref())?;
     let _lock = options.checkpoint.as_deref().map(CheckpointLock::take).transpose()?;
+    let frame = searcher.file_frame(None);
     let mut warnings = stdout_warnings(&options);
     if options.checkpoint.is_some() {
         warnings.push(
@@ -45,9 +48,10 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
              would be written again; use --output FILE for exactly-once output",
         );
     }
-    let (output, output_path) = open_output(&args, warnings)?;
-    options.output_path = output_path;
-    execute(&args, Run::with_searcher(spec, searcher).options(options), output, false)
+    let (output, output_path) = open_output(&args, warnings, frame.as_ref())?;
+    options.output_path = output_path.clone();
+    let framed = output_path.zip(frame.is_some().then(|| Arc::clone(&searcher)));
+    execute(&args, Run::with_searcher(spec, searcher).options(options), output, false, framed)
 }
 
 /// `bts resume <CHECKPOINT> [RUN-OPTIONS]`
@@ -98,11 +102,20 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         options.checkpoint = None;
     }
     let warnings = stdout_warnings(&options);
-    let output = reopen_output(args.output.output.is_some(), &checkpoint, output_path.as_deref(), warnings)?;
+    // A tree that frames its output file (lrs): records start after its header, and a complete
+    // file ends with its footer.
+    let frame = (searcher.file_frame(None), searcher.file_frame(Some(checkpoint.totals.outputs)));
+    let frame_len = match frame {
+        (Some(new), Some(complete)) => (new.header.len() as u64, complete.footer.len() as u64),
+        _ => (0, 0),
+    };
+    let given = args.output.output.is_some();
+    let output = reopen_output(given, &checkpoint, output_path.as_deref(), warnings, frame_len)?;
     options.output_path = output_path.as_deref().map(absolute);
+    let framed = options.output_path.clone().filter(|_| frame_len.0 > 0).map(|p| (p, Arc::clone(&searcher)));
     let polling = matches!(options.mode, RunMode::Polling { .. });
     let mixed_modes = polling != matches!(checkpoint.options.mode, StoredMode::Polling { .. });
-    execute(&args, Run::resume(checkpoint, searcher).options(options), output, mixed_modes)
+    execute(&args, Run::resume(checkpoint, searcher).options(options), output, mixed_modes, framed)
 }
 
 /// Which file `path` is now (`None` if there is none).
@@ -233,8 +246,15 @@ fn parse(run_options: &[String], command: clap::Command) -> Result<Parsed, CliEr
 }
 
 /// Runs, then reports: summary, JSON, how to resume, exit status. `mixed_modes`: the run's earlier
-/// segments were in the other mode.
-fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>, mixed_modes: bool) -> Result<Exit, CliError> {
+/// segments were in the other mode. `framed`: an output file whose tree frames its records (see
+/// [`Searcher::file_frame`]), completed when the run is.
+fn execute(
+    args: &RunArgs,
+    run: Run,
+    mut output: Box<dyn Output>,
+    mixed_modes: bool,
+    framed: Option<(PathBuf, Arc<dyn Searcher>)>,
+) -> Result<Exit, CliError> {
     crate::signals::forward(run.stopper());
     let finished = run.run_to(&mut *output).map_err(|e| match e {
         crate::RunError::Checkpoint { .. }
@@ -244,6 +264,13 @@ fn execute(args: &RunArgs, run: Run, mut output: Box<dyn Output>, mixed_modes: b
         e => CliError::failure(e),
     })?;
     drop(output);
+    if let Some((path, searcher)) = framed
+        && finished.outcome == Outcome::Complete
+        && let Some(frame) = searcher.file_frame(Some(finished.summary.totals.outputs))
+    {
+        complete_frame(&path, &frame)
+            .map_err(|e| CliError::failure(format!("cannot complete the output file {}: {e}", path.display())))?;
+    }
 
     let mut finished = finished;
     finished.summary.mixed_modes = mixed_modes;
@@ -425,26 +452,33 @@ fn run_mode(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunMode, Cl
 
 /// Where the records of a new run go: its output file, nowhere (`--count-only`) or stdout (where
 /// `warnings` are said with the first record).
-fn open_output(args: &RunArgs, warnings: Vec<&'static str>) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
+fn open_output(
+    args: &RunArgs,
+    warnings: Vec<&'static str>,
+    frame: Option<&FileFrame>,
+) -> Result<(Box<dyn Output>, Option<PathBuf>), CliError> {
+    let header = frame.map_or("", |f| f.header.as_str());
     Ok(match &args.output.output {
         _ if args.output.count_only => (Box::new(Discard), None),
-        Some(path) => (Box::new(FileOutput::create(path)?), Some(absolute(path))),
+        Some(path) => (Box::new(FileOutput::create(path, header)?), Some(absolute(path))),
         None => (StdoutRecords::boxed(warnings), None),
     })
 }
 
 /// Where the records of a resumed run go: the output file at `path`, checked against the
-/// checkpoint (`given`: named by --output), nowhere, or stdout (with `warnings`).
+/// checkpoint (`given`: named by --output), nowhere, or stdout (with `warnings`). `frame_len`: the
+/// lengths of the tree's header and footer in the file.
 fn reopen_output(
     given: bool,
     checkpoint: &Checkpoint,
     path: Option<&Path>,
     warnings: Vec<&'static str>,
+    frame_len: (u64, u64),
 ) -> Result<Box<dyn Output>, CliError> {
     let relative = checkpoint.options.output.as_ref().is_some_and(|o| o.is_relative());
     Ok(match path {
         _ if checkpoint.options.count_only => Box::new(Discard),
-        Some(p) => Box::new(FileOutput::reopen(p, checkpoint).map_err(|e| match given || !relative {
+        Some(p) => Box::new(FileOutput::reopen(p, checkpoint, frame_len).map_err(|e| match given || !relative {
             true => e,
             false => CliError::usage(format!(
                 "{} (the checkpoint names its output relative to its own folder; give --output FILE if it is elsewhere)",
@@ -476,4 +510,14 @@ fn resumed_output_path(args: &RunArgs, checkpoint: &Checkpoint, path: &Path) -> 
         )));
     }
     Ok(Some(output))
+}
+
+/// Rewrites the header of a complete output file in place (the same length) and ends it with the
+/// footer.
+fn complete_frame(path: &Path, frame: &FileFrame) -> io::Result<()> {
+    let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
+    file.write_all(frame.header.as_bytes())?;
+    file.seek(SeekFrom::End(0))?;
+    file.write_all(frame.footer.as_bytes())?;
+    file.sync_data()
 }

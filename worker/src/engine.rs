@@ -33,6 +33,35 @@ pub trait Searcher: Send + Sync {
         let _ = settings;
         None
     }
+
+    /// The tree's own totals, if its jobs report any (`JobReport::counters`, in this order).
+    fn counters(&self) -> Option<CounterNames> {
+        None
+    }
+
+    /// What an output file holds around the records, for a tree whose records make a file format of
+    /// their own (lrs's `begin` ... `end`); `records` is `None` when the file is created and the
+    /// number of records when the run is complete. The header must have the same length both times:
+    /// it is written first and rewritten in place.
+    fn file_frame(&self, records: Option<u64>) -> Option<FileFrame> {
+        let _ = records;
+        None
+    }
+}
+
+/// The names of a tree's own totals.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterNames {
+    /// The key of the summary's object that holds them (`lrs`).
+    pub key: &'static str,
+    pub names: Vec<&'static str>,
+}
+
+/// The text before and after the records of an output file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileFrame {
+    pub header: String,
+    pub footer: String,
 }
 
 /// Runs jobs one after another on one thread.
@@ -115,6 +144,7 @@ impl<T: Tree> JobRunner for TreeRunner<T> {
                     returned: (batch.returned.len() - returned_before) as u32,
                     output_bytes,
                     elapsed_ns: started.elapsed().as_nanos() as u64,
+                    counters: Vec::new(),
                 });
                 return Ok(());
             }

@@ -5,6 +5,8 @@
 //!
 //! Probes work through any [`JobRunner`]: a job with budget 1 visits its node and returns all of its
 //! children, so the same code probes built-in trees, trees of a library user and legacy programs.
+//! A program with a soft budget (lrs) may finish some children itself instead of returning them:
+//! those are leaves, and count among the children met.
 
 use crate::JobRunner;
 use bts_protocol::{Budget, Job, JobFailure, JobId, NodeBytes, ReportBatch};
@@ -62,12 +64,19 @@ pub fn probe_levels(
         batch.clear();
         let job = Job { id: JobId(0), depth, budget: Budget(1), max_depth: None, node };
         runner.run(&job, &mut batch)?;
-        let d = batch.returned.len();
+        let returned = batch.returned.len();
+        let finished = batch.reports.last().map_or(0, |r| r.visited.saturating_sub(1)) as usize;
+        let d = returned + finished;
         if d == 0 {
             return Ok(estimate);
         }
         weight *= d as f64;
-        let next = batch.returned.swap_remove(choose(d).min(d - 1));
+        let k = choose(d).min(d - 1);
+        if k >= returned {
+            // A leaf child the job finished itself.
+            return Ok(estimate + weight);
+        }
+        let next = batch.returned.swap_remove(k);
         (node, depth) = (next.node, next.depth);
     }
 }
@@ -246,6 +255,40 @@ mod tests {
         let searcher = TreeSearcher::new(lopsided());
         let mut runner = searcher.runner(RunnerSettings::default()).unwrap();
         let e = expectation(&mut *runner, searcher.root().unwrap(), &mut Vec::new());
+        assert!((e - 12.0).abs() < 1e-9, "expectation {e}");
+    }
+
+    /// A soft-budget runner as lrs is: a budget-1 job finishes its leaf children itself, counting
+    /// them as visited, and returns only the others.
+    struct FinishesLeaves(Box<dyn JobRunner>);
+
+    impl JobRunner for FinishesLeaves {
+        fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
+            self.0.run(job, batch)?;
+            let children = std::mem::take(&mut batch.returned);
+            let mut leaves = 0;
+            for child in children {
+                let mut probe = ReportBatch::default();
+                let leaf = Job { depth: child.depth, node: child.node.clone(), ..job.clone() };
+                self.0.run(&leaf, &mut probe)?;
+                if probe.returned.is_empty() {
+                    leaves += 1;
+                } else {
+                    batch.returned.push(child);
+                }
+            }
+            let report = batch.reports.last_mut().expect("one report");
+            report.visited += leaves;
+            report.returned = batch.returned.len() as u32;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_estimator_is_unbiased_when_jobs_finish_leaf_children() {
+        let searcher = TreeSearcher::new(lopsided());
+        let mut runner = FinishesLeaves(searcher.runner(RunnerSettings::default()).unwrap());
+        let e = expectation(&mut runner, searcher.root().unwrap(), &mut Vec::new());
         assert!((e - 12.0).abs() < 1e-9, "expectation {e}");
     }
 

@@ -16,7 +16,7 @@ mod tree;
 mod unwind;
 
 pub use dfs::{JobStats, Limits, search};
-pub use engine::{JobRunner, RunnerSettings, Searcher, TreeSearcher};
+pub use engine::{CounterNames, FileFrame, JobRunner, RunnerSettings, Searcher, TreeSearcher};
 pub use local::{WorkerLoop, run_worker};
 pub use stack::{StackWorker, TreeStack};
 pub use tree::{AdjChildren, Adjacency, AdjacencyOracle, Tree};

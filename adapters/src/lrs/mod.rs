@@ -1,0 +1,313 @@
+//! `bts run lrs FILE`: vertex and facet enumeration by the unmodified `lrs` program (lrslib 7.x),
+//! one lrs process per job, in the place of `mpirun -np N mplrs FILE`.
+//!
+//! A node is a cobasis (its indices as text; the root is empty) and its depth. A job runs lrs on
+//! the input with option lines appended, as mplrs builds its jobs: `verbose` (pruned cobases are
+//! printed, ending in `*unexplored`), `restart` and `mindepth` (start from the job's cobasis and
+//! never backtrack above it), `maxcobases` (the budget) and `maxdepth` (the depth limit). lrs's
+//! budget is soft: once it is spent lrs still generates the children left on its stack, finishing
+//! the leaves and returning the others, so a job visits bases − returned (+ 1 for its own restart
+//! cobasis, which lrs does not count) nodes, and these add up to plain lrs's `bases`. lrs prints
+//! a node's output when it generates it, and suppresses the restart cobasis's own: every record is
+//! printed by exactly one job.
+
+mod parse;
+
+use crate::ExecConfig;
+use crate::process::{Next, Program};
+use crate::runner::{Failure, exited_successfully, timeout_message, with_retries};
+use bts_protocol::{Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned};
+use bts_worker::{CounterNames, FileFrame, JobRunner, RunnerSettings, Searcher};
+use clap::Parser;
+use parse::JobOutput;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Options of `bts run lrs`.
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "lrs",
+    no_binary_name = true,
+    about = "Vertex/facet enumeration by lrs (lrslib), a process per job: lrs FILE [--lrs PATH]"
+)]
+pub struct LrsArgs {
+    /// The input: an H-representation (vertices and rays are enumerated) or a V-representation
+    /// (facets are), as plain lrs reads it. Remote workers read it at the same path.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The lrs program (default: lrs on PATH)
+    #[arg(long, value_name = "PATH")]
+    pub lrs: Option<PathBuf>,
+    /// Tries of a failed job on a fresh process before the run stops
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub retries: u32,
+    /// A job that takes longer fails (and is tried again)
+    #[arg(long, value_name = "SECS", default_value_t = 3600.0, value_parser = crate::positive_seconds)]
+    pub job_timeout: f64,
+}
+
+/// The counters of an H-representation's jobs (plain lrs's `*Totals` names).
+const VERTEX_COUNTERS: [&str; 5] = ["vertices", "rays", "bases", "integer_vertices", "linearities"];
+/// The counters of a V-representation's jobs.
+const FACET_COUNTERS: [&str; 3] = ["facets", "bases", "linearities"];
+
+/// Everything a job needs.
+#[derive(Debug)]
+struct LrsConfig {
+    exec: ExecConfig,
+    /// The input file's text, ending in a newline.
+    input: String,
+    /// A V-representation: lrs computes facets, and its restart line has no R#.
+    hull: bool,
+    /// The name lrs echoes first.
+    name: Option<String>,
+    /// The head of an output file, from the name to the `***** <n> rational` line.
+    head: Vec<String>,
+}
+
+/// The `lrs` tree.
+pub struct LrsSearcher {
+    config: Arc<LrsConfig>,
+    runners: AtomicUsize,
+}
+
+impl LrsSearcher {
+    /// Finds lrs, reads the input and has lrs check it (a job that stops at the first basis).
+    pub fn new(args: LrsArgs) -> Result<Self, String> {
+        let program = find_lrs(args.lrs.as_deref())?;
+        let text = std::fs::read_to_string(&args.file)
+            .map_err(|e| format!("lrs: cannot read the input {}: {e}", args.file.display()))?;
+        let mut input = text;
+        if !input.ends_with('\n') {
+            input.push('\n');
+        }
+        let hull = input.lines().any(|l| l.trim() == "V-representation");
+        let exec = ExecConfig {
+            program,
+            args: Vec::new(),
+            persistent: false,
+            root: String::new(),
+            retries: args.retries,
+            job_timeout: Duration::from_secs_f64(args.job_timeout),
+            max_line: crate::MAX_LINE,
+        };
+        let mut config = LrsConfig { exec, input, hull, name: None, head: Vec::new() };
+        let first = check_input(&config, &args.file)?;
+        config.name = first.name;
+        config.head = first.head;
+        Ok(Self { config: Arc::new(config), runners: AtomicUsize::new(0) })
+    }
+}
+
+/// What a first job tells about the input.
+struct FirstBasis {
+    name: Option<String>,
+    head: Vec<String>,
+}
+
+/// Runs lrs up to the first basis: it rejects a bad input with a message, and its output gives the
+/// name lrs echoes and the head of an output file.
+fn check_input(config: &LrsConfig, file: &Path) -> Result<FirstBasis, String> {
+    let rejected = |what: String| format!("lrs rejects {}: {what}", file.display());
+    let mut program = Program::spawn_quiet(&mut Command::new(&config.exec.program), "lrs", config.exec.max_line)
+        .map_err(|e| format!("lrs: cannot start {}: {e}", config.exec.program.display()))?;
+    let _ = program.send(format!("{}maxcobases 1\n", config.input).as_bytes());
+    program.close_stdin();
+    let deadline = Instant::now() + config.exec.job_timeout;
+    let mut out = JobOutput::new(None);
+    let mut first_line = None;
+    loop {
+        match program.next(deadline) {
+            Next::Line(l) => {
+                // lrs writes ASCII.
+                let l = String::from_utf8_lossy(&l);
+                let text = l.trim();
+                if first_line.is_none() && !text.is_empty() && !text.starts_with('*') {
+                    first_line = Some(text.to_string());
+                }
+                out.line(&l).map_err(rejected)?;
+            }
+            Next::Eof => break,
+            Next::TooLong(_) => return Err(rejected("a line too long".into())),
+            Next::Timeout => return Err(rejected("it did not reach a first basis in time".into())),
+        }
+    }
+    let status = program.wait(Duration::from_secs(10));
+    if !status.is_some_and(|s| s.success()) || out.totals.is_none() {
+        let mut why: Vec<String> = program.stderr_tail().lines().map(str::trim).map(str::to_string).collect();
+        why.extend(out.notes.iter().cloned());
+        why.retain(|l| !l.is_empty());
+        return Err(rejected(if why.is_empty() { "no *Totals line".into() } else { why.join("; ") }));
+    }
+    // The name is the first line lrs echoes, unless the input has none.
+    let name = first_line.filter(|l| l != "H-representation" && l != "V-representation");
+    let mut head: Vec<String> = name.iter().cloned().collect();
+    head.extend(out.head.iter().filter(|l| name.as_ref() != Some(*l)).cloned());
+    Ok(FirstBasis { name, head })
+}
+
+/// lrs as given, or on PATH.
+fn find_lrs(given: Option<&Path>) -> Result<PathBuf, String> {
+    let name = given.map_or_else(|| "lrs".to_string(), |p| p.display().to_string());
+    crate::find_program(&name).map_err(|e| {
+        let e = e.trim_start_matches("exec: ");
+        match given {
+            Some(_) => format!("lrs: {e}"),
+            None => format!("lrs: {e}: install the Debian package lrslib (apt-get install lrslib), or give --lrs PATH"),
+        }
+    })
+}
+
+/// Width of the count on the `*****` line of an output file, rewritten when the run is complete.
+const COUNT_WIDTH: usize = 12;
+
+impl Searcher for LrsSearcher {
+    fn root(&self) -> Result<NodeBytes, String> {
+        Ok(NodeBytes::new())
+    }
+
+    fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
+        let n = self.runners.fetch_add(1, Ordering::SeqCst);
+        Ok(Box::new(LrsRunner { config: Arc::clone(&self.config), settings, tag: format!("lrs#{n}") }))
+    }
+
+    fn counters(&self) -> Option<CounterNames> {
+        let names = if self.config.hull { &FACET_COUNTERS[..] } else { &VERTEX_COUNTERS[..] };
+        Some(CounterNames { key: "lrs", names: names.to_vec() })
+    }
+
+    /// The head lrs prints (name, representation, linearity, `begin`), then the records, then
+    /// `end`: an lrs input file once the `*****` of an unknown row count is replaced by the count.
+    fn file_frame(&self, records: Option<u64>) -> Option<FileFrame> {
+        let mut header = String::new();
+        for line in &self.config.head {
+            match line.strip_prefix("*****") {
+                Some(rest) => {
+                    let count = records.map_or_else(|| "*****".to_string(), |n| n.to_string());
+                    header += &format!("{count:>COUNT_WIDTH$}{rest}\n");
+                }
+                None => header += &format!("{line}\n"),
+            }
+        }
+        Some(FileFrame { header, footer: "end\n".into() })
+    }
+}
+
+/// Runs jobs through lrs, a process each.
+struct LrsRunner {
+    config: Arc<LrsConfig>,
+    settings: RunnerSettings,
+    tag: String,
+}
+
+impl LrsRunner {
+    /// The input with the job's options appended (later options override the file's own).
+    fn job_input(&self, job: &Job, cobasis: &str) -> String {
+        let c = &self.config;
+        let restart = !cobasis.is_empty();
+        let mut text = c.input.clone();
+        text += "verbose\n";
+        if restart {
+            let counts = if c.hull { "0 0" } else { "0 0 0" };
+            text += &format!("restart {counts} {} {cobasis}\nmindepth {}\n", job.depth, job.depth);
+        }
+        // lrs's depth limit D generates nodes at depth D without expanding them: bts's limit + 1.
+        let mut max_depth = job.max_depth.map(|d| d.saturating_add(1));
+        if !job.budget.is_unlimited() {
+            // The root counts itself, a restart does not; `maxcobases 0` would mean no limit and
+            // `maxcobases 1` on the root returns the root: a budget of 1 is a depth limit instead.
+            let count = if restart { job.budget.0 - 1 } else { job.budget.0 };
+            if count == 0 || (!restart && count == 1) {
+                max_depth = Some(max_depth.unwrap_or(u32::MAX).min(job.depth + 1));
+            } else {
+                text += &format!("maxcobases {count}\n");
+            }
+        }
+        if let Some(d) = max_depth {
+            text += &format!("maxdepth {d}\n");
+        }
+        text
+    }
+
+    /// One attempt at `job`; nothing is added to `batch` unless it succeeds.
+    fn attempt(&self, job: &Job, cobasis: &str, batch: &mut ReportBatch) -> Result<(), Failure> {
+        let c = &self.config;
+        let started = Instant::now();
+        let deadline = started + c.exec.job_timeout;
+        let mut program = Program::spawn_quiet(&mut Command::new(&c.exec.program), &self.tag, c.exec.max_line)
+            .map_err(|e| Failure::start(format!("cannot start {}: {e}", c.exec.program.display())))?;
+        if let Err(e) = program.send(self.job_input(job, cobasis).as_bytes()) {
+            return Err(Failure::new(format!("cannot give lrs its input ({e})"), &program));
+        }
+        program.close_stdin();
+        let mut out = JobOutput::new(c.name.as_deref());
+        loop {
+            match program.next(deadline) {
+                Next::Line(l) => {
+                    // lrs writes ASCII.
+                    let text = String::from_utf8_lossy(&l);
+                    out.line(&text).map_err(|e| Failure::with_line(e, &l, &program))?;
+                }
+                Next::Eof => break,
+                Next::TooLong(l) => {
+                    let what = format!("a line longer than {} bytes", c.exec.max_line);
+                    return Err(Failure::with_line(what, &l, &program));
+                }
+                Next::Timeout => return Err(Failure::new(timeout_message(&c.exec), &program)),
+            }
+        }
+        exited_successfully(&mut program, deadline, "")?;
+        if out.totals.is_none() {
+            return Err(Failure::new("lrs ended without its *Totals line", &program));
+        }
+        if let Some((depth, _)) = out.unexplored.iter().find(|(d, _)| *d <= job.depth) {
+            let what = format!("lrs returned a cobasis at depth {depth}, not below the job's depth {}", job.depth);
+            return Err(Failure::new(what, &program));
+        }
+        let returned = out.unexplored.len() as u64;
+        let visited = (out.total("bases") + u64::from(!cobasis.is_empty())).saturating_sub(returned);
+        if visited == 0 {
+            return Err(Failure::new("lrs visited no cobasis, not even the job's own", &program));
+        }
+        // lrs reports the lineality space of every job; only the root prints it.
+        let linearities = if cobasis.is_empty() { out.total("linearities") } else { 0 };
+        let counters = if c.hull {
+            vec![out.total("facets"), visited, linearities]
+        } else {
+            vec![out.total("vertices"), out.total("rays"), visited, out.total("integer_vertices"), linearities]
+        };
+        let output_bytes = if self.settings.keep_output {
+            batch.output.extend_from_slice(out.records.as_bytes());
+            out.records.len() as u64
+        } else {
+            0
+        };
+        batch.returned.extend(
+            out.unexplored
+                .iter()
+                .map(|(depth, cobasis)| Returned { depth: *depth, node: NodeBytes::from_slice(cobasis.as_bytes()) }),
+        );
+        batch.reports.push(JobReport {
+            id: job.id,
+            visited,
+            leaves: None,
+            max_depth: None,
+            outputs: out.record_count,
+            returned: returned as u32,
+            output_bytes,
+            elapsed_ns: started.elapsed().as_nanos() as u64,
+            counters,
+        });
+        Ok(())
+    }
+}
+
+impl JobRunner for LrsRunner {
+    fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
+        let cobasis = String::from_utf8_lossy(job.node.as_slice()).into_owned();
+        with_retries(job, &cobasis, &self.tag, self.config.exec.retries, || self.attempt(job, &cobasis, batch))
+    }
+}

@@ -1,0 +1,456 @@
+//! `bts run lrs`: records and totals against plain `lrs` (lrslib, the independent reference) on
+//! small polytopes of every kind, for several budgets and worker counts, through stop/resume,
+//! `kill -9` and a remote worker; the output file as lrs's next input; bad inputs.
+
+use crate::util::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The unit cube in dimension d: 2^d vertices, one basis each.
+fn cube(d: usize) -> String {
+    let mut rows = Vec::new();
+    for i in 0..d {
+        for sign in [1, -1] {
+            let row: Vec<String> = (0..d).map(|j| if i == j { sign.to_string() } else { "0".into() }).collect();
+            rows.push(format!("1 {}", row.join(" ")));
+        }
+    }
+    h_input(&format!("cube-{d}"), &rows, d + 1, "")
+}
+
+/// The cross-polytope in dimension d: 2^d facets through 2d vertices, highly degenerate.
+fn cross(d: usize) -> String {
+    let rows = (0..1u32 << d)
+        .map(|m| {
+            let row: Vec<&str> = (0..d).map(|j| if m >> j & 1 == 1 { "-1" } else { "1" }).collect();
+            format!("1 {}", row.join(" "))
+        })
+        .collect::<Vec<_>>();
+    h_input(&format!("cross-{d}"), &rows, d + 1, "")
+}
+
+/// The cyclic polytope C(n, d) as n points on the moment curve (t, t², .., t^d), t = 1..n.
+fn cyclic(d: u32, n: u64) -> String {
+    let rows: Vec<String> =
+        (1..=n).map(|t| format!("1 {}", (1..=d).map(|k| t.pow(k).to_string()).collect::<Vec<_>>().join(" "))).collect();
+    format!("cyclic-{d}-{n}\nV-representation\nbegin\n{} {} rational\n{}\nend\n", n, d + 1, rows.join("\n"))
+}
+
+fn h_input(name: &str, rows: &[String], columns: usize, before_begin: &str) -> String {
+    format!(
+        "{name}\nH-representation\n{before_begin}begin\n{} {columns} rational\n{}\nend\n",
+        rows.len(),
+        rows.join("\n")
+    )
+}
+
+/// An unbounded polyhedron with 3 vertices and a ray: x, y, z ≥ 0, x + y ≤ 1.
+fn unbounded() -> String {
+    let rows = ["0 1 0 0", "0 0 1 0", "0 0 0 1", "1 -1 -1 0"].map(String::from);
+    h_input("unbounded", &rows, 4, "")
+}
+
+/// A square prism with a lineality space (|x| ≤ 1, |y| ≤ 1, z free), and an equation taking a
+/// square out of a 4-dimensional box.
+fn with_linearities() -> Vec<(&'static str, String)> {
+    let slab = ["1 1 0 0", "1 -1 0 0", "1 0 1 0", "1 0 -1 0"].map(String::from);
+    let boxed = ["0 1 1 1 -2", "2 1 0 0 0", "2 -1 0 0 0", "2 0 1 0 0", "2 0 -1 0 0", "2 0 0 1 0", "2 0 0 -1 0"];
+    vec![
+        ("slab.ine", h_input("slab", &slab, 4, "")),
+        ("plane.ine", h_input("plane", &boxed.map(String::from), 5, "linearity 1 1\n")),
+    ]
+}
+
+/// Every input of the tests, by file name.
+fn inputs() -> Vec<(&'static str, String)> {
+    let mut v = vec![
+        ("cube.ine", cube(4)),
+        ("cross.ine", cross(4)),
+        ("cyclic.ext", cyclic(5, 12)),
+        ("unbounded.ine", unbounded()),
+    ];
+    v.extend(with_linearities());
+    v
+}
+
+/// What plain lrs gives: its records, sorted, and its `*Totals`.
+struct Plain {
+    records: Vec<String>,
+    totals: BTreeMap<String, u64>,
+}
+
+/// Whether lrs is installed; CI requires it (`BTS_REQUIRE_LRS`), elsewhere the tests are skipped.
+fn lrs_installed() -> bool {
+    let ok = Command::new("lrs").arg("/dev/null").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !ok {
+        assert!(std::env::var_os("BTS_REQUIRE_LRS").is_none(), "lrs is required but missing");
+        eprintln!("skipped: lrs is not installed (Debian package lrslib)");
+    }
+    ok
+}
+
+fn plain_lrs(file: &Path) -> Plain {
+    let o = Command::new("lrs").arg(file).output().expect("lrs runs (apt-get install lrslib)");
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    let (mut records, mut totals, mut inside) = (Vec::new(), BTreeMap::new(), false);
+    for line in text.lines() {
+        match line.trim() {
+            "begin" => (inside, records) = (true, Vec::new()),
+            "end" => inside = false,
+            t if t.starts_with("*Totals:") => totals = parse_totals(&t["*Totals:".len()..]),
+            t if inside && !t.starts_with('*') => records.push(line.to_string()),
+            _ => {}
+        }
+    }
+    records.sort();
+    Plain { records, totals }
+}
+
+fn parse_totals(text: &str) -> BTreeMap<String, u64> {
+    text.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| !k.contains('+'))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect()
+}
+
+/// Every count plain lrs gives is bts's (`linearities` is 0 where plain lrs leaves it out).
+fn assert_totals(summary: &Value, plain: &Plain, case: &str) {
+    let ours = summary["lrs"].as_object().unwrap_or_else(|| panic!("{case}: no lrs totals in {summary}"));
+    for (name, value) in ours {
+        let expected = plain.totals.get(name).copied().unwrap_or(0);
+        assert_eq!(value.as_u64(), Some(expected), "{case}: {name} in {summary}");
+    }
+    for name in plain.totals.keys() {
+        assert!(ours.contains_key(name), "{case}: no {name} in {summary}");
+    }
+    assert_eq!(summary["nodes"].as_u64(), plain.totals.get("bases").copied(), "{case}: nodes are bases");
+    assert_eq!(summary["outputs"].as_u64(), Some(plain.records.len() as u64), "{case}");
+}
+
+/// The records of an output file: the lines between `<rows> <columns> rational` and `end`.
+fn file_records(text: &str) -> Vec<String> {
+    let lines = text.lines().skip_while(|l| !l.ends_with(" rational")).skip(1);
+    sorted_lines(&lines.take_while(|l| *l != "end").collect::<Vec<_>>().join("\n"))
+}
+
+fn sorted_lines(text: &str) -> Vec<String> {
+    let mut v: Vec<String> = text.lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+fn write_inputs(dir: &Path) -> Vec<PathBuf> {
+    inputs()
+        .into_iter()
+        .map(|(name, text)| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        })
+        .collect()
+}
+
+/// `bts run <run> lrs FILE` with the summary in a file: (stdout, summary).
+fn run_lrs(dir: &Path, run: &[&str], file: &Path) -> (String, Value) {
+    let summary = dir.join("summary.json");
+    let mut args = vec!["run", "--progress", "never", "--summary-json", summary.to_str().unwrap()];
+    args.extend_from_slice(run);
+    args.extend_from_slice(&["lrs", file.to_str().unwrap()]);
+    let o = bts(&args);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    let s = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    (String::from_utf8(o.stdout).unwrap(), s)
+}
+
+#[test]
+fn records_and_totals_are_plain_lrss_for_every_budget_and_worker_count() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let budgets: [&[&str]; 4] = [
+        &["--fixed-budget", "--budget", "1"],
+        &["--fixed-budget", "--budget", "3"],
+        &[],
+        &["--maxd", "1", "--lmin", "100", "--budget", "5"],
+    ];
+    for file in write_inputs(dir.path()) {
+        let plain = plain_lrs(&file);
+        assert!(!plain.records.is_empty());
+        for budget in budgets {
+            for workers in ["1", "3"] {
+                let mut run = vec!["--workers", workers];
+                run.extend_from_slice(budget);
+                let (records, s) = run_lrs(dir.path(), &run, &file);
+                let case = format!("{} {run:?}", file.display());
+                assert_eq!(sorted_lines(&records), plain.records, "{case}");
+                assert_totals(&s, &plain, &case);
+            }
+        }
+    }
+}
+
+#[test]
+fn small_budgets_split_the_run_into_many_jobs_that_visit_more_than_their_budget() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cross.ine");
+    std::fs::write(&file, cross(5)).unwrap();
+    let plain = plain_lrs(&file);
+    let freq = dir.path().join("freq.txt");
+    let run = ["--workers", "2", "--fixed-budget", "--budget", "2", "--freq", freq.to_str().unwrap()];
+    let (_, s) = run_lrs(dir.path(), &run, &file);
+    assert_totals(&s, &plain, "cross 5");
+    // lrs's budget is soft: jobs finish the leaves on their stack, and count them.
+    let sizes: Vec<u64> = std::fs::read_to_string(&freq).unwrap().lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(sizes.len() as u64, s["jobs"].as_u64().unwrap());
+    assert!(sizes.len() > 20 && sizes.iter().any(|&v| v > 2), "{sizes:?}");
+}
+
+#[test]
+fn the_output_file_is_an_lrs_file_for_the_next_step() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let points = dir.path().join("cyclic.ext");
+    std::fs::write(&points, cyclic(4, 9)).unwrap();
+    let facets = dir.path().join("facets.ine");
+    let o = bts(&[
+        "run",
+        "--workers",
+        "2",
+        "--budget",
+        "2",
+        "--output",
+        facets.to_str().unwrap(),
+        "lrs",
+        points.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&facets).unwrap();
+    assert!(text.starts_with("cyclic-4-9\nH-representation\nbegin\n"), "{text}");
+    assert!(text.ends_with("\nend\n"), "{text}");
+    // C(9, 4) has 27 facets; the file's row count is filled in when the run is complete.
+    assert!(text.contains("\n          27 5 rational\n"), "{text}");
+    // Plain lrs takes it and gives the nine points back.
+    let back = plain_lrs(&facets);
+    assert_eq!(back.totals["vertices"], 9);
+    let numbers = |line: &str| line.split_whitespace().map(|t| t.parse::<i64>().unwrap()).collect::<Vec<_>>();
+    let mut expected: Vec<Vec<i64>> = cyclic(4, 9).lines().skip(4).take(9).map(numbers).collect();
+    let mut found: Vec<Vec<i64>> = back.records.iter().map(|r| numbers(r)).collect();
+    expected.sort();
+    found.sort();
+    assert_eq!(found, expected);
+    // The facets lrs lists for the points are the file's records.
+    let plain = plain_lrs(&points);
+    assert_eq!(file_records(&text), plain.records);
+}
+
+#[test]
+fn a_run_stopped_and_resumed_gives_every_record_once() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cyclic.ext");
+    std::fs::write(&file, cyclic(6, 13)).unwrap();
+    let plain = plain_lrs(&file);
+    let (ck, out) = (dir.path().join("run.ckpt"), dir.path().join("out.ine"));
+    let (ck, out, file) = (ck.to_str().unwrap(), out.to_str().unwrap(), file.to_str().unwrap());
+    let common = ["--progress", "never", "--workers", "2", "--fixed-budget", "--budget", "5"];
+    let mut first = vec!["run", "--checkpoint", ck, "--output", out, "--node-limit", "20"];
+    first.extend_from_slice(&common);
+    first.extend_from_slice(&["lrs", file]);
+    let o = bts(&first);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let summary = dir.path().join("s.json");
+    let o = bts(&["resume", ck, "--workers", "3", "--summary-json", summary.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(s["segments"], 2);
+    assert_totals(&s, &plain, "resumed");
+    let text = std::fs::read_to_string(out).unwrap();
+    assert_eq!(file_records(&text), plain.records);
+    assert_eq!(plain_lrs(Path::new(out)).totals["vertices"], 13, "the output file is lrs's input");
+}
+
+#[test]
+fn kill_9_at_any_moment_then_resume_writes_every_record_once() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cyclic.ext");
+    std::fs::write(&file, cyclic(7, 18)).unwrap();
+    let plain = plain_lrs(&file);
+    let (ck, out) = (dir.path().join("run.ckpt"), dir.path().join("out.ine"));
+    let (ck, out, file) = (ck.to_str().unwrap(), out.to_str().unwrap(), file.to_str().unwrap());
+    let run = [
+        "run",
+        "--progress",
+        "never",
+        "--workers",
+        "2",
+        "--fixed-budget",
+        "--budget",
+        "2",
+        "--checkpoint",
+        ck,
+        "--checkpoint-every",
+        "0.05",
+        "--output",
+        out,
+        "lrs",
+        file,
+    ];
+    let summary = dir.path().join("s.json");
+    let resume = ["resume", ck, "--summary-json", summary.to_str().unwrap()];
+    let (o, kills) = kill_9_until_done(&run, &resume, 60, 60);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(kills >= 1, "the run was never killed");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_totals(&s, &plain, "after kill -9");
+    let text = std::fs::read_to_string(out).unwrap();
+    assert_eq!(file_records(&text), plain.records, "after {kills} kills");
+}
+
+#[test]
+fn a_remote_worker_runs_lrs_on_its_side() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cross.ine");
+    std::fs::write(&file, cross(5)).unwrap();
+    let plain = plain_lrs(&file);
+    let address = dir.path().join("address");
+    let summary = dir.path().join("s.json");
+    let args = [
+        "run",
+        "--progress",
+        "never",
+        "--workers",
+        "0",
+        "--listen",
+        "127.0.0.1:0",
+        "--address-file",
+        address.to_str().unwrap(),
+        "--budget",
+        "3",
+        "--fixed-budget",
+        "--summary-json",
+        summary.to_str().unwrap(),
+        "lrs",
+        file.to_str().unwrap(),
+    ];
+    let mut master = bts_command().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let worker = bts(&["worker", "--connect-file", address.to_str().unwrap(), "--threads", "2"]);
+    assert_eq!(worker.status.code(), Some(0), "{}", stderr(&worker));
+    assert!(wait_bounded(&mut master, Duration::from_secs(60)).success());
+    let mut records = String::new();
+    std::io::Read::read_to_string(&mut master.stdout.take().unwrap(), &mut records).unwrap();
+    assert_eq!(sorted_lines(&records), plain.records);
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_totals(&s, &plain, "remote");
+}
+
+#[test]
+fn a_worker_host_without_lrs_refuses_clearly() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cube.ine");
+    std::fs::write(&file, cube(3)).unwrap();
+    let address = dir.path().join("address");
+    let args = [
+        "run",
+        "--progress",
+        "never",
+        "--workers",
+        "0",
+        "--listen",
+        "127.0.0.1:0",
+        "--address-file",
+        address.to_str().unwrap(),
+        "--time-limit",
+        "5",
+        "lrs",
+        file.to_str().unwrap(),
+    ];
+    let mut master = bts_command().args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let worker = bts_command()
+        .args(["worker", "--connect-file", address.to_str().unwrap(), "--threads", "1"])
+        .env("PATH", dir.path())
+        .output()
+        .unwrap();
+    master.kill().unwrap();
+    master.wait().unwrap();
+    assert_eq!(worker.status.code(), Some(2), "{}", stderr(&worker));
+    assert!(stderr(&worker).contains("lrslib"), "{}", stderr(&worker));
+}
+
+#[test]
+fn bad_inputs_are_refused_with_exit_2_and_lrss_message() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.ine");
+    std::fs::write(&bad, "bad\nH-representation\nbegin\n2 3 rational\n1 1 x\n1 0 1\nend\n").unwrap();
+    let junk = dir.path().join("junk.ine");
+    std::fs::write(&junk, "hello\n").unwrap();
+    let cube_file = dir.path().join("cube.ine");
+    std::fs::write(&cube_file, cube(3)).unwrap();
+    let cube_file = cube_file.to_str().unwrap();
+    let cases: [(Vec<&str>, &str); 6] = [
+        (vec!["run", "lrs", bad.to_str().unwrap()], "Illegal character in number"),
+        (vec!["run", "lrs", junk.to_str().unwrap()], "no begin line"),
+        (vec!["run", "lrs", "/nonexistent/in.ine"], "cannot read the input /nonexistent/in.ine"),
+        (vec!["run", "lrs", cube_file, "--lrs", "/nonexistent/lrs"], "no such file"),
+        (vec!["run", "lrs"], "FILE"),
+        (vec!["run", "--mode", "polling", "lrs", cube_file], "random polling needs a tree that can split"),
+    ];
+    for (args, message) in cases {
+        let o = bts(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+    }
+    // lrs not installed: the message names the package.
+    let o = bts_command().args(["run", "lrs", cube_file]).env("PATH", dir.path()).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("install the Debian package lrslib"), "{}", stderr(&o));
+}
+
+#[test]
+fn estimate_hist_and_progress_work_on_lrs() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cross.ine");
+    std::fs::write(&file, cross(4)).unwrap();
+    let plain = plain_lrs(&file);
+    let bases = plain.totals["bases"] as f64;
+    let o = bts(&["estimate", "--json", "--probes", "300", "lrs", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (mean, se) = (e["nodes"].as_f64().unwrap(), e["std_error"].as_f64().unwrap());
+    assert!((mean - bases).abs() <= 4.0 * se + 1e-9, "estimate {e} against {bases} bases");
+    let hist = dir.path().join("h.csv");
+    let run = ["run", "--workers", "2", "--progress", "always", "--hist", hist.to_str().unwrap(), "--budget", "2"];
+    let o = bts(&[&run[..], &["--summary-json", "-", "--count-only", "lrs", file.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_totals(&summary(&o), &plain, "hist");
+    assert!(stderr(&o).contains(" nodes "), "a progress line: {}", stderr(&o));
+    let rows = std::fs::read_to_string(&hist).unwrap();
+    assert!(rows.lines().count() >= 2 && rows.starts_with("elapsed_s,"), "{rows}");
+}
