@@ -8,8 +8,12 @@ use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize, Serializer};
 use std::fmt::{self, Write};
 
-/// The largest board bts accepts (far beyond what can be enumerated).
-pub const MAX_N: usize = 32;
+/// The largest board bts accepts (far beyond what can be enumerated: the count of 27 took a year
+/// of a large cluster).
+pub const MAX_N: usize = 25;
+
+/// Bits of a column number in [`Board::placed`].
+const COL_BITS: u32 = 5;
 
 /// Options of `bts run queens`.
 #[derive(Clone, Debug, Parser)]
@@ -32,23 +36,27 @@ impl QueensArgs {
 
 /// A partial board: the columns of the queens in rows 0..len, and the squares of the next row they
 /// attack, as bitboards (so that a node's children cost a few instructions, not a pass over its
-/// queens). Only the columns travel: the bitboards are derived from them.
+/// queens). Only the columns travel: the bitboards are derived from them. Every field is a whole
+/// word, written at once: a board is copied right after it is made, and a copy that reads a word
+/// written a byte at a time waits for the bytes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Board {
-    len: u8,
+    len: u32,
     /// Columns taken.
     cols: u32,
     /// Squares of the next row on a diagonal of a queen, going left and right.
     left: u32,
     right: u32,
-    placed: [u8; MAX_N],
+    /// The columns of rows 0..len, the last row's in the lowest bits (so that placing a queen
+    /// shifts by a constant).
+    placed: u128,
 }
 
 impl Board {
-    const EMPTY: Board = Board { len: 0, cols: 0, left: 0, right: 0, placed: [0; MAX_N] };
+    const EMPTY: Board = Board { len: 0, cols: 0, left: 0, right: 0, placed: 0 };
 
-    pub fn columns(&self) -> &[u8] {
-        &self.placed[..self.len as usize]
+    pub fn columns(&self) -> impl ExactSizeIterator<Item = u8> + '_ {
+        (0..self.len).map(|i| ((self.placed >> (COL_BITS * (self.len - 1 - i))) & 0x1f) as u8)
     }
 
     /// The free squares of the next row.
@@ -60,25 +68,25 @@ impl Board {
     #[inline]
     fn place(&self, col: u32) -> Board {
         let bit = 1u32 << col;
-        let mut child = *self;
-        child.placed[child.len as usize] = col as u8;
-        child.len += 1;
-        child.cols |= bit;
-        child.left = (self.left | bit) << 1;
-        child.right = (self.right | bit) >> 1;
-        child
+        Board {
+            len: self.len + 1,
+            cols: self.cols | bit,
+            left: (self.left | bit) << 1,
+            right: (self.right | bit) >> 1,
+            placed: (self.placed << COL_BITS) | u128::from(col),
+        }
     }
 }
 
 impl fmt::Debug for Board {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Board{:?}", self.columns())
+        write!(f, "Board{:?}", self.columns().collect::<Vec<_>>())
     }
 }
 
 impl Serialize for Board {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(self.columns())
+        s.serialize_bytes(&self.columns().collect::<Vec<_>>())
     }
 }
 
@@ -150,17 +158,23 @@ impl Tree for Queens {
         QueensChildren { parent: *node, free }
     }
 
-    fn output(&self, node: &Board, _depth: u32, out: &mut String) -> bool {
-        if node.len as usize != self.n {
+    #[inline]
+    fn output(&self, node: &Board, depth: u32, out: &mut String) -> bool {
+        if !self.has_output(node, depth) {
             return false;
         }
-        for (i, c) in node.columns().iter().enumerate() {
+        for (i, c) in node.columns().enumerate() {
             if i > 0 {
                 out.push(' ');
             }
             write!(out, "{c}").unwrap();
         }
         true
+    }
+
+    #[inline]
+    fn has_output(&self, node: &Board, _depth: u32) -> bool {
+        node.len as usize == self.n
     }
 }
 
@@ -178,10 +192,10 @@ mod tests {
             board = queens.children(&board, 0).last().unwrap();
         }
         let bytes = postcard::to_allocvec(&board).unwrap();
-        assert_eq!(bytes[1..], *board.columns());
+        assert_eq!(bytes[1..], board.columns().collect::<Vec<_>>());
         let back: Board = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(back, board);
-        let children = |b: &Board| queens.children(b, 0).map(|c| c.columns().to_vec()).collect::<Vec<_>>();
+        let children = |b: &Board| queens.children(b, 0).map(|c| c.columns().collect()).collect::<Vec<Vec<u8>>>();
         assert_eq!(children(&back), children(&board));
         for attacking in [&[0u8, 0][..], &[0, 1], &[3, 1, 5, 2]] {
             let bytes = postcard::to_allocvec(&serde_bytes_like(attacking)).unwrap();
@@ -191,10 +205,7 @@ mod tests {
 
     /// The serialised form of a board with these columns.
     fn serde_bytes_like(columns: &[u8]) -> Board {
-        Board {
-            len: columns.len() as u8,
-            placed: std::array::from_fn(|i| columns.get(i).copied().unwrap_or(0)),
-            ..Board::EMPTY
-        }
+        let placed = columns.iter().fold(0u128, |p, &c| (p << COL_BITS) | u128::from(c));
+        Board { len: columns.len() as u32, placed, ..Board::EMPTY }
     }
 }

@@ -10,6 +10,7 @@
 use bts_worker::Tree;
 use clap::{Parser, ValueEnum};
 use serde::{Deserialize, Serialize};
+use std::mem::MaybeUninit;
 
 /// UTS tree types (`-t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,6 +246,7 @@ pub struct Uts {
 const H0: [u32; 5] = [0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0];
 
 /// SHA-1 of a message of at most 55 bytes, as one hand-padded block.
+#[inline]
 fn sha1_short(message: &[u8]) -> [u8; 20] {
     debug_assert!(message.len() <= 55);
     let mut block = [0u8; 64];
@@ -344,6 +346,7 @@ impl Uts {
     }
 
     /// Child `index` of `node` (the reference's `rng_spawn`).
+    #[inline]
     pub fn child(&self, node: &UtsNode, index: u32) -> UtsNode {
         let mut message = [0u8; 24];
         message[..20].copy_from_slice(&node.0);
@@ -356,12 +359,34 @@ impl Uts {
     }
 }
 
-/// The children of a UTS node, one SHA-1 compression each.
+/// How many siblings' states are computed back to back: independent SHA-1 compressions, which
+/// the CPU overlaps (one at a time, each waits for the last).
+const BATCH: usize = 4;
+
+/// The children of a UTS node, one SHA-1 compression each, computed in batches of [`BATCH`].
 pub struct UtsChildren<'a> {
     uts: &'a Uts,
     parent: UtsNode,
+    /// Index of the next child to compute.
     next: u32,
     count: u32,
+    /// `batch[taken..ready]` are computed and not yet given out.
+    batch: [MaybeUninit<UtsNode>; BATCH],
+    taken: u8,
+    ready: u8,
+}
+
+impl UtsChildren<'_> {
+    fn fill(&mut self) -> bool {
+        let n = (self.count - self.next).min(BATCH as u32);
+        for (i, slot) in self.batch[..n as usize].iter_mut().enumerate() {
+            slot.write(self.uts.child(&self.parent, self.next + i as u32));
+        }
+        self.next += n;
+        self.taken = 0;
+        self.ready = n as u8;
+        n > 0
+    }
 }
 
 impl Iterator for UtsChildren<'_> {
@@ -369,11 +394,12 @@ impl Iterator for UtsChildren<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<UtsNode> {
-        if self.next == self.count {
+        if self.taken == self.ready && (self.next == self.count || !self.fill()) {
             return None;
         }
-        let child = self.uts.child(&self.parent, self.next);
-        self.next += 1;
+        // SAFETY: slots below `ready` were written by `fill`.
+        let child = unsafe { self.batch[self.taken as usize].assume_init() };
+        self.taken += 1;
         Some(child)
     }
 }
@@ -390,7 +416,15 @@ impl Tree for Uts {
 
     #[inline]
     fn children<'a>(&'a self, node: &UtsNode, depth: u32) -> UtsChildren<'a> {
-        UtsChildren { uts: self, parent: *node, next: 0, count: self.num_children(node, depth) }
+        UtsChildren {
+            uts: self,
+            parent: *node,
+            next: 0,
+            count: self.num_children(node, depth),
+            batch: [MaybeUninit::uninit(); BATCH],
+            taken: 0,
+            ready: 0,
+        }
     }
 }
 

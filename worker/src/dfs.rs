@@ -15,6 +15,34 @@ impl Limits {
     pub const UNLIMITED: Limits = Limits { budget: u64::MAX, max_depth: None };
 }
 
+/// Where a search puts the output records of the nodes it visits.
+pub trait Records {
+    /// Takes `node`'s record, if it has one; true if it has.
+    fn record<T: Tree + ?Sized>(&mut self, tree: &T, node: &T::Node, depth: u32) -> bool;
+}
+
+/// Records written one after another, each followed by `\n`.
+impl Records for String {
+    #[inline]
+    fn record<T: Tree + ?Sized>(&mut self, tree: &T, node: &T::Node, depth: u32) -> bool {
+        let had = tree.output(node, depth, self);
+        if had {
+            self.push('\n');
+        }
+        had
+    }
+}
+
+/// Records counted and not written (`--count-only`): asks [`Tree::has_output`].
+pub struct CountOnly;
+
+impl Records for CountOnly {
+    #[inline]
+    fn record<T: Tree + ?Sized>(&mut self, tree: &T, node: &T::Node, depth: u32) -> bool {
+        tree.has_output(node, depth)
+    }
+}
+
 /// What a search visited.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JobStats {
@@ -30,8 +58,8 @@ pub struct JobStats {
 /// Searches the subtree of `start` (at depth `start_depth`) depth first, visiting at most
 /// `limits.budget` nodes and none deeper than `limits.max_depth`.
 ///
-/// Visiting a node means counting it, writing its output record (each record is followed by `\n`
-/// in `out`) and asking for its children. Every node generated but not visited is passed to
+/// Visiting a node means counting it, handing its output record to `out` (a `String` keeps each
+/// record followed by `\n`) and asking for its children. Every node generated but not visited is passed to
 /// `returned` with its depth, in the order a sequential depth-first search would have visited
 /// them: nodes beyond the depth limit as they are met, then, when the budget runs out, the
 /// children of the last visited node followed by the remaining siblings on the stack from the
@@ -43,7 +71,19 @@ pub fn search<T: Tree + ?Sized>(
     start: T::Node,
     start_depth: u32,
     limits: Limits,
-    out: &mut String,
+    out: &mut impl Records,
+    returned: &mut impl FnMut(T::Node, u32),
+) -> JobStats {
+    search_from(tree, &start, start_depth, limits, out, returned)
+}
+
+/// [`search`] with the start node borrowed, so that it survives a panic of the oracle.
+pub fn search_from<T: Tree + ?Sized>(
+    tree: &T,
+    start: &T::Node,
+    start_depth: u32,
+    limits: Limits,
+    out: &mut impl Records,
     returned: &mut impl FnMut(T::Node, u32),
 ) -> JobStats {
     let budget = limits.budget.max(1);
@@ -51,17 +91,10 @@ pub fn search<T: Tree + ?Sized>(
     let mut stats = JobStats { max_depth: start_depth, ..JobStats::default() };
     // stack[i] holds the untaken children of the node at depth start_depth + i.
     let mut stack: Vec<T::Children<'_>> = Vec::new();
-    let mut node = start;
     let mut depth = start_depth;
+    // The children of the node just visited, at `depth`.
+    let mut children = visit(tree, start, depth, out, &mut stats);
     loop {
-        stats.visited += 1;
-        stats.max_depth = stats.max_depth.max(depth);
-        if tree.output(&node, depth, out) {
-            out.push('\n');
-            stats.outputs += 1;
-        }
-        let mut children = tree.children(&node, depth);
-
         if stats.visited == budget || depth >= max_depth {
             // Either the budget is spent or the children lie beyond the depth limit: hand the
             // children back unvisited.
@@ -84,8 +117,10 @@ pub fn search<T: Tree + ?Sized>(
             }
         } else if let Some(child) = children.next() {
             stack.push(children);
-            node = child;
             depth += 1;
+            // Only a step down can go deeper than every node so far.
+            stats.max_depth = stats.max_depth.max(depth);
+            children = visit(tree, &child, depth, out, &mut stats);
             continue;
         } else {
             stats.leaves += 1;
@@ -97,13 +132,27 @@ pub fn search<T: Tree + ?Sized>(
                 return stats;
             };
             if let Some(child) = top.next() {
-                node = child;
                 depth = start_depth + stack.len() as u32;
+                children = visit(tree, &child, depth, out, &mut stats);
                 break;
             }
             stack.pop();
         }
     }
+}
+
+/// Counts `node`, hands its record to `out` and gives its children.
+#[inline(always)]
+fn visit<'a, T: Tree + ?Sized>(
+    tree: &'a T,
+    node: &T::Node,
+    depth: u32,
+    out: &mut impl Records,
+    stats: &mut JobStats,
+) -> T::Children<'a> {
+    stats.visited += 1;
+    stats.outputs += u64::from(out.record(tree, node, depth));
+    tree.children(node, depth)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Type erasure from a [`Tree`] down to jobs and reports, so that the worker loops, the master and
 //! the command line handle every tree (built-in, user-defined or a legacy program) alike.
 
-use crate::{Limits, Tree, search, unwind};
+use crate::{CountOnly, Limits, Tree, search, unwind};
 use bts_protocol::{Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned};
 use std::sync::Arc;
 use std::time::Instant;
@@ -119,13 +119,19 @@ impl<T: Tree> JobRunner for TreeRunner<T> {
         out.clear();
         let mut encode_error = None;
         let returned = &mut batch.returned;
+        let keep_output = self.settings.keep_output;
         let result = unwind::catch(|| {
-            search(tree, node, job.depth, limits, out, &mut |child, depth| match encode(&child) {
+            let mut give_back = |child, depth| match encode(&child) {
                 Ok(node) => returned.push(Returned { depth, node }),
                 Err(e) => {
                     encode_error.get_or_insert_with(|| format!("cannot serialise node {child:?}: {e}"));
                 }
-            })
+            };
+            if keep_output {
+                search(tree, node, job.depth, limits, out, &mut give_back)
+            } else {
+                search(tree, node, job.depth, limits, &mut CountOnly, &mut give_back)
+            }
         });
         let failure = match (result, encode_error) {
             (Ok(stats), None) => {

@@ -15,7 +15,7 @@ mod testing;
 mod tree;
 mod unwind;
 
-pub use dfs::{JobStats, Limits, search};
+pub use dfs::{CountOnly, JobStats, Limits, Records, search, search_from};
 pub use engine::{CounterNames, FileFrame, JobRunner, RunnerSettings, Searcher, TreeSearcher};
 pub use local::{WorkerLoop, run_worker};
 pub use stack::{StackWorker, TreeStack};

@@ -1,7 +1,7 @@
 //! The depth-first stack of a random-polling worker: nodes waiting to be visited, with the
 //! shallowest at the bottom, which a busy worker splits to give part of it to an idle one.
 
-use crate::{Tree, unwind};
+use crate::{CountOnly, Limits, Tree, search_from, unwind};
 use bts_protocol::polling::{Progress, SplitRule};
 use bts_protocol::{JobFailure, JobId, NodeBytes, Returned};
 use std::sync::Arc;
@@ -36,7 +36,6 @@ pub struct TreeStack<T: Tree> {
     tree: Arc<T>,
     /// Nodes to visit and their depths; the next one on top.
     stack: Vec<(T::Node, u32)>,
-    children: Vec<T::Node>,
     keep_output: bool,
     out: String,
     progress: Progress,
@@ -44,14 +43,7 @@ pub struct TreeStack<T: Tree> {
 
 impl<T: Tree> TreeStack<T> {
     pub fn new(tree: Arc<T>, keep_output: bool) -> Self {
-        Self {
-            tree,
-            stack: Vec::new(),
-            children: Vec::new(),
-            keep_output,
-            out: String::new(),
-            progress: Progress::default(),
-        }
+        Self { tree, stack: Vec::new(), keep_output, out: String::new(), progress: Progress::default() }
     }
 
     /// Moves the records written so far into the progress (or drops them, counted, when output is
@@ -82,46 +74,50 @@ impl<T: Tree> StackWorker for TreeStack<T> {
 
     fn work(&mut self, max: u64) -> Result<u64, JobFailure> {
         let tree = &*self.tree;
+        let keep_output = self.keep_output;
+        let (stack, out, p) = (&mut self.stack, &mut self.out, &mut self.progress);
         let mut visited = 0;
-        while visited < max {
-            let Some((node, depth)) = self.stack.pop() else { break };
-            let children = &mut self.children;
-            let out = &mut self.out;
-            let out_before = out.len();
-            let result = unwind::catch(|| {
-                if tree.output(&node, depth, out) {
-                    out.push('\n');
-                    true
+        // The node whose subtree is searched and where the stack and the output stood before it:
+        // a panic of the oracle puts them back as they were.
+        let mut current = None;
+        let (mut stack_before, mut out_before) = (0, 0);
+        let result = unwind::catch(|| {
+            while visited < max {
+                let Some(top) = stack.pop() else { break };
+                let (node, depth) = &*current.insert(top);
+                (stack_before, out_before) = (stack.len(), out.len());
+                // A lazy search of the node's subtree, as in budget mode (children are made only
+                // when needed); what it leaves goes on the stack, its first node on top.
+                let limits = Limits { budget: max - visited, max_depth: None };
+                let mut push = |node, depth| stack.push((node, depth));
+                let stats = if keep_output {
+                    search_from(tree, node, *depth, limits, out, &mut push)
                 } else {
-                    false
-                }
-            })
-            .and_then(|had_output| unwind::catch(|| children.extend(tree.children(&node, depth))).map(|_| had_output));
-            let p = &mut self.progress;
-            match result {
-                Ok(had_output) => p.outputs += u64::from(had_output),
-                Err(panic) => {
-                    // The node was not visited: it goes back on the stack, for a checkpoint to keep.
-                    children.clear();
-                    out.truncate(out_before);
-                    let failure = JobFailure {
-                        id: JobId(0),
-                        node: format!("{node:?}"),
-                        message: format!("the tree oracle panicked: {panic}"),
-                    };
-                    self.stack.push((node, depth));
-                    self.flush_output();
-                    return Err(failure);
-                }
+                    search_from(tree, node, *depth, limits, &mut CountOnly, &mut push)
+                };
+                stack[stack_before..].reverse();
+                current = None;
+                visited += stats.visited;
+                p.visited += stats.visited;
+                p.leaves += stats.leaves;
+                p.outputs += stats.outputs;
+                p.max_depth = p.max_depth.max(stats.max_depth);
             }
-            visited += 1;
-            p.visited += 1;
-            p.max_depth = p.max_depth.max(depth);
-            if children.is_empty() {
-                p.leaves += 1;
-            }
-            // The first child on top, to be visited next.
-            self.stack.extend(children.drain(..).rev().map(|c| (c, depth + 1)));
+        });
+        if let Err(panic) = result {
+            // The subtree was not searched: its root goes back on the stack, for a checkpoint to
+            // keep, and what the search did is undone.
+            let (node, depth) = current.expect("a panic happens while a subtree is searched");
+            self.stack.truncate(stack_before);
+            self.out.truncate(out_before);
+            let failure = JobFailure {
+                id: JobId(0),
+                node: format!("{node:?}"),
+                message: format!("the tree oracle panicked: {panic}"),
+            };
+            self.stack.push((node, depth));
+            self.flush_output();
+            return Err(failure);
         }
         self.flush_output();
         Ok(visited)

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::cell::RefCell;
 use std::fmt::Debug;
 
 /// A tree given by its root and a lazy, ordered list of children for every node.
@@ -68,6 +69,14 @@ pub trait Tree: Send + Sync + 'static {
         let _ = (node, depth, out);
         false
     }
+
+    /// Whether `node` has an output record: what [`output`](Tree::output) would return. Runs that
+    /// only count records (`--count-only`) call this instead of `output`. The default writes the
+    /// record and throws it away; override it when writing a record costs more than telling that
+    /// there is one.
+    fn has_output(&self, node: &Self::Node, depth: u32) -> bool {
+        written_and_dropped(|scratch| self.output(node, depth, scratch))
+    }
 }
 
 /// The adjacency-oracle form of Avis & Devroye: `adj(v, j)` for `j < max_degree()` gives child `j`
@@ -89,6 +98,20 @@ pub trait AdjacencyOracle: Send + Sync + 'static {
         let _ = (node, depth, out);
         false
     }
+
+    /// As [`Tree::has_output`].
+    fn has_output(&self, node: &Self::Node, depth: u32) -> bool {
+        written_and_dropped(|scratch| self.output(node, depth, scratch))
+    }
+}
+
+/// What `output` returns when it writes into a scratch buffer kept by the thread.
+fn written_and_dropped(output: impl FnOnce(&mut String) -> bool) -> bool {
+    thread_local!(static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) });
+    SCRATCH.with_borrow_mut(|scratch| {
+        scratch.clear();
+        output(scratch)
+    })
 }
 
 /// Turns an [`AdjacencyOracle`] into a [`Tree`]: the children of `v` are the non-empty `adj(v, j)`
@@ -132,5 +155,9 @@ impl<O: AdjacencyOracle> Tree for Adjacency<O> {
 
     fn output(&self, node: &O::Node, depth: u32, out: &mut String) -> bool {
         self.0.output(node, depth, out)
+    }
+
+    fn has_output(&self, node: &O::Node, depth: u32) -> bool {
+        self.0.has_output(node, depth)
     }
 }
