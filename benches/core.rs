@@ -6,10 +6,10 @@
 //!
 //! ```text
 //! cargo bench --bench core                    # everything (a few minutes)
-//! cargo bench --bench core -- sequential      # or some of: sequential queens framework scaling master memory policy monitor
+//! cargo bench --bench core -- sequential      # or some of: sequential queens framework scaling rayon master memory policy monitor
 //! ```
 
-use bts::trees::{Gw, Preset, Uts};
+use bts::trees::{Gw, Preset, Uts, UtsNode};
 use bts::{BudgetConfig, Run, RunOptions, SchedulerConfig, Summary, Tree};
 use bts_master::{JobList, Order, Pending};
 use bts_protocol::NodeBytes;
@@ -237,6 +237,36 @@ fn scaling() {
     println!();
 }
 
+/// Fork-join over rayon, the way a user would parallelise a tree without bts: every node's children
+/// are counted in parallel tasks, on threads with stacks big enough for T3L's deep chains.
+fn rayon_count(tree: &Uts, node: UtsNode, depth: u32) -> u64 {
+    use rayon::prelude::*;
+    let children: Vec<UtsNode> = tree.children(&node, depth).collect();
+    1 + children.into_par_iter().map(|c| rayon_count(tree, c, depth + 1)).sum::<u64>()
+}
+
+fn rayon() {
+    println!("## Two local workers against rayon fork-join on 2 threads (1 GiB stacks)");
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).stack_size(1 << 30).build().unwrap();
+    for (name, preset, nodes) in [("T1L", Preset::T1L, 102_181_082), ("T3L", Preset::T3L, 111_345_631)] {
+        let tree = uts(preset);
+        let forked = best_cost(nodes, || pool.install(|| rayon_count(&tree, tree.root(), 0)));
+        let two = run_cost(nodes, || uts(preset), options(2, None));
+        println!(
+            "{name}: rayon {:.3} s, bts {:.3} s (wall): bts {:.3}x faster{}",
+            forked.wall,
+            two.wall,
+            forked.wall / two.wall,
+            if name == "T3L" {
+                format!("  (target >= 1.5: {})", verdict(forked.wall / two.wall >= 1.5))
+            } else {
+                String::new()
+            }
+        );
+    }
+    println!();
+}
+
 fn master() {
     println!("## Master capacity: --budget 1 --fixed-budget, every node a job, 2 local workers (T1)");
     let s = best(|| run("T1", uts(Preset::T1), options(2, Some(1))));
@@ -373,6 +403,9 @@ fn main() {
     }
     if wanted("scaling") {
         scaling();
+    }
+    if wanted("rayon") {
+        rayon();
     }
     if wanted("master") {
         master();

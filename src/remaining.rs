@@ -7,9 +7,9 @@
 //! list holds mostly deep ones). So the job list is stratified by depth, as the tree-size
 //! estimation paper the project follows (papers/003) maps subtrees by depth: each depth's mean
 //! subtree size is estimated from probes of its own nodes, the work left is Σ n_d · mean_d over the
-//! depths d holding n_d nodes, and its variance Σ n_d² · se_d²; a job out with a worker adds its
-//! budget (what it visits before its frontier comes back to the job list). Probes go where they
-//! reduce the variance most. A depth whose probes do not support a figure
+//! depths d holding n_d nodes, and its variance Σ n_d² · se_d²; the start node of a job out with a
+//! worker counts as a node of the job list (none of its subtree is committed before its report).
+//! Probes go where they reduce the variance most. A depth whose probes do not support a figure
 //! ([`Profile::supported`]: heavy-tailed subtrees, too few probes) makes the whole estimate
 //! unknown: a figure missing most of the work is worse than none.
 //!
@@ -148,11 +148,16 @@ impl Remaining {
             }
             return self.stratum(0).map_or(Guess::Unknown, |p| whole_tree(p, nodes));
         }
-        let list = JobListDepths::scan(view, &mut self.rng);
+        let out = view.out_with_workers();
+        let list = JobListDepths::scan(view, &out, &mut self.rng);
         if !self.probing {
             let nodes = |d: u32| -> Vec<NodeBytes> {
                 let picked = list.pick.get(&d).map_or(&[][..], Vec::as_slice);
-                picked.iter().filter_map(|&i| Some(view.pending_at(i)?.node.clone())).collect()
+                let node = |i: usize| match i.checked_sub(view.queued()) {
+                    None => Some(view.pending_at(i)?.node.clone()),
+                    Some(j) => Some(out.get(j)?.1.clone()),
+                };
+                picked.iter().filter_map(|&i| node(i)).collect()
             };
             let batch: Vec<_> =
                 self.next_depths(&list).into_iter().map(|d| (d, nodes(d))).filter(|(_, n)| !n.is_empty()).collect();
@@ -160,10 +165,7 @@ impl Remaining {
                 self.probing = self.requests.send(batch).is_ok();
             }
         }
-        // A job out with a worker visits at most its budget before its frontier comes back to
-        // the job list, where the estimate sees it.
-        let budget = view.budget().map_or(0.0, |b| b.base() as f64);
-        self.job_list_guess(&list, view.in_flight() as f64 * budget, nodes)
+        self.job_list_guess(&list, nodes)
     }
 
     fn stratum(&self, depth: u32) -> Option<&Profile> {
@@ -199,13 +201,12 @@ impl Remaining {
         best.map(|(&d, _)| d).into_iter().collect()
     }
 
-    /// Σ n_d · mean_d over the job list's depths, plus `in_flight`, the nodes the jobs out with
-    /// workers will visit before their frontiers come back.
-    fn job_list_guess(&self, list: &JobListDepths, in_flight: f64, nodes: f64) -> Guess {
+    /// Σ n_d · mean_d over the depths of the subtrees not yet committed.
+    fn job_list_guess(&self, list: &JobListDepths, nodes: f64) -> Guess {
         let queued: f64 = list.count.values().sum();
         if queued == 0.0 {
             // Nothing waits and nothing is out: the run is over (or not begun).
-            return match in_flight == 0.0 && nodes > 0.0 {
+            return match nodes > 0.0 {
                 true => Guess::Total { total: nodes, std_error: 0.0 },
                 false => Guess::Unknown,
             };
@@ -220,7 +221,7 @@ impl Remaining {
                 _ => return Guess::Unknown,
             }
         }
-        figure(nodes + left + in_flight, variance.sqrt())
+        figure(nodes + left, variance.sqrt())
     }
 }
 
@@ -254,24 +255,27 @@ fn figure(total: f64, std_error: f64) -> Guess {
     Guess::Total { total, std_error }
 }
 
-/// How many nodes of the job list wait at each depth, and a few of them at random for each depth.
+/// How many subtrees wait to be committed at each depth, and a few of them at random for each
+/// depth: the job list's nodes (indices below `queued`) and the start nodes of the jobs out with
+/// workers (`queued + j` for the j-th): a job's nodes count only when its report commits them.
 struct JobListDepths {
     count: BTreeMap<u32, f64>,
-    /// Up to [`PICKS`] indices of the job list at each depth, uniformly chosen (reservoir sampling).
+    /// Up to [`PICKS`] indices at each depth, uniformly chosen (reservoir sampling).
     pick: BTreeMap<u32, Vec<usize>>,
 }
 
 impl JobListDepths {
-    fn scan(view: &dyn RunView, rng: &mut SplitMix64) -> Self {
+    fn scan(view: &dyn RunView, out: &[(u32, NodeBytes)], rng: &mut SplitMix64) -> Self {
         let queued = view.queued();
         let step = queued.div_ceil(SCAN).max(1);
         let mut seen: BTreeMap<u32, u64> = BTreeMap::new();
         let mut pick = BTreeMap::new();
-        for i in (0..queued).step_by(step) {
-            let Some(p) = view.pending_at(i) else { continue };
-            let n = seen.entry(p.depth).or_default();
+        let listed = (0..queued).step_by(step).filter_map(|i| Some((i, view.pending_at(i)?.depth)));
+        let flying = out.iter().enumerate().map(|(j, (depth, _))| (queued + j, *depth));
+        for (i, depth) in listed.chain(flying) {
+            let n = seen.entry(depth).or_default();
             *n += 1;
-            let picked: &mut Vec<usize> = pick.entry(p.depth).or_default();
+            let picked: &mut Vec<usize> = pick.entry(depth).or_default();
             if picked.len() < PICKS {
                 picked.push(i);
             } else {
@@ -281,9 +285,17 @@ impl JobListDepths {
                 }
             }
         }
-        let scanned: u64 = seen.values().sum();
-        let scale = if scanned == 0 { 0.0 } else { queued as f64 / scanned as f64 };
-        let count = seen.into_iter().map(|(d, n)| (d, n as f64 * scale)).collect();
+        // The job list is sampled every `step` nodes; the jobs out are all seen.
+        let mut count: BTreeMap<u32, f64> = BTreeMap::new();
+        for (depth, _) in out {
+            *count.entry(*depth).or_default() += 1.0;
+        }
+        let listed: u64 = seen.values().sum::<u64>() - out.len() as u64;
+        let scale = if listed == 0 { 0.0 } else { queued as f64 / listed as f64 };
+        for (depth, n) in seen {
+            let flying = count.get(&depth).copied().unwrap_or(0.0);
+            count.insert(depth, (n as f64 - flying) * scale + flying);
+        }
         Self { count, pick }
     }
 }

@@ -467,6 +467,8 @@ fn a_failed_final_checkpoint_still_reports_the_run_and_keeps_the_previous_one() 
     args.extend(SLOW_T1);
     let child = bts_command().args(&args).stderr(Stdio::piped()).spawn().unwrap();
     wait_for(&ck);
+    // Some work committed before the stop, for the summary to report.
+    std::thread::sleep(Duration::from_millis(300));
     let first = std::fs::read(&ck).unwrap();
     // The next write fails: a folder is in the way of its temporary file.
     std::fs::create_dir(dir.path().join(".run.ckpt.tmp")).unwrap();

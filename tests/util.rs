@@ -55,12 +55,22 @@ pub fn assert_records_once(path: &std::path::Path, expected: usize) {
 }
 
 /// Runs `run`, then `resume` until one finishes, killing each with SIGKILL after a delay that
-/// starts at `delay_ms` and grows by `step_ms`: the last run's output and the number of kills.
+/// starts at `delay_ms` and grows by `step_ms` (the first kill waits for the first checkpoint,
+/// `resume[1]`): the last run's output and the number of kills.
 pub fn kill_9_until_done(run: &[&str], resume: &[&str], mut delay_ms: u64, step_ms: u64) -> (Output, u32) {
     let mut kills = 0;
     loop {
         let args = if kills == 0 { run } else { resume };
         let mut child = bts_command().args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        if kills == 0 {
+            // A kill before the first checkpoint would leave nothing to resume: on a loaded
+            // machine the run may take longer than `delay_ms` to write it.
+            let checkpoint = std::path::Path::new(resume[1]);
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while !checkpoint.exists() && child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         std::thread::sleep(Duration::from_millis(delay_ms));
         if child.try_wait().unwrap().is_some() {
             return (child.wait_with_output().unwrap(), kills);

@@ -587,6 +587,10 @@ impl crate::view::RunView for Scheduler {
         self.list.get(i)
     }
 
+    fn out_with_workers(&self) -> Vec<(u32, NodeBytes)> {
+        self.in_flight.values().map(|j| (j.depth, j.node.clone())).collect()
+    }
+
     fn job_sizes(&self) -> &[u64] {
         &self.job_sizes
     }

@@ -1,6 +1,7 @@
 //! A read-only view of a run, whatever its mode, for progress displays, checkpoints and summaries.
 
 use crate::{BudgetController, Order, Pending, Totals};
+use bts_protocol::NodeBytes;
 
 pub trait RunView {
     /// `budget` or `polling`.
@@ -39,6 +40,12 @@ pub trait RunView {
     /// The `i`-th waiting node, `i < queued()`, where the view can tell (for remaining-work
     /// estimates).
     fn pending_at(&self, i: usize) -> Option<&Pending>;
+
+    /// The start nodes of the jobs out with workers and their depths (budget mode): subtrees not yet
+    /// committed, like the job list's.
+    fn out_with_workers(&self) -> Vec<(u32, NodeBytes)> {
+        Vec::new()
+    }
 
     /// Nodes of each job committed since the last tick.
     fn job_sizes(&self) -> &[u64];

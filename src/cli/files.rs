@@ -11,6 +11,7 @@ use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// A path made absolute (without resolving links), as checkpoints record them.
 pub fn absolute(path: &Path) -> PathBuf {
@@ -81,9 +82,12 @@ fn check_writable(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Takes an exclusive advisory lock (`flock`) on `file` without waiting: false if another open
-/// file holds it. The kernel releases it when the file is closed, however the process ends.
+/// Takes an exclusive advisory lock (`flock`) on `file`: false if another open file holds it.
+/// The kernel releases a lock when its file is closed, however the process ends, but a program
+/// that a killed bts was starting holds bts's files until it runs its own code, which on a loaded
+/// machine may take a while: so a held lock is tried again for [`LOCK_GRACE`].
 fn try_lock(file: &File) -> io::Result<bool> {
+    let deadline = Instant::now() + LOCK_GRACE;
     loop {
         // SAFETY: flock on a descriptor that `file` owns and keeps open.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
@@ -91,12 +95,16 @@ fn try_lock(file: &File) -> io::Result<bool> {
         }
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
-            Some(libc::EWOULDBLOCK) => return Ok(false),
+            Some(libc::EWOULDBLOCK) if Instant::now() >= deadline => return Ok(false),
+            Some(libc::EWOULDBLOCK) => std::thread::sleep(Duration::from_millis(10)),
             Some(libc::EINTR) => continue,
             _ => return Err(e),
         }
     }
 }
+
+/// How long a held lock is tried again before bts says the file is in use.
+const LOCK_GRACE: Duration = Duration::from_secs(1);
 
 /// The lock of a checkpoint: held while a run writes it. A checkpoint is replaced by renaming, so
 /// the lock is on a file of its own beside it, `.NAME.lock`, which holds the owner's process id.
