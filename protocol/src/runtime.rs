@@ -1,0 +1,24 @@
+//! The process's one tokio runtime. Network and subprocess I/O run on it as tasks, on a fixed number
+//! of threads whatever the number of connections; searching stays on plain threads, which talk to
+//! the tasks through channels.
+
+use std::sync::OnceLock;
+use tokio::runtime::{Builder, Runtime};
+
+/// Threads that run I/O tasks: I/O waits, it does not compute, so one keeps up with a thousand
+/// connections while leaving the cores to the search.
+const IO_THREADS: usize = 1;
+
+/// The runtime, started on first use and kept until the process exits.
+pub fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        Builder::new_multi_thread()
+            .worker_threads(IO_THREADS)
+            .max_blocking_threads(2)
+            .thread_name("bts-io")
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("cannot start the I/O runtime: {e}"))
+    })
+}
