@@ -12,14 +12,13 @@ use crate::driver::{Event, Link, ProcessLink};
 use crate::scheduler::WorkerId;
 use bts_protocol::codec::{FrameCodec, encode_frame};
 use bts_protocol::handshakes::{Handshakes, InHandshake, MAX_HANDSHAKES};
-use bts_protocol::runtime::runtime;
+use bts_protocol::runtime::{runtime, shutdown_handle};
 use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
 use bts_protocol::{MasterFrame, Preamble, ToWorker, Welcome, WorkerFrame, auth};
 use futures_util::StreamExt;
 use std::io;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
@@ -120,12 +119,6 @@ impl Drop for Active {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
-}
-
-/// A second handle on a connection's socket, with which any thread can shut it down (to evict it
-/// from the handshakes, or when the driver closes its link): its tasks then see it end.
-pub fn shutdown_handle(stream: &TcpStream) -> io::Result<std::net::TcpStream> {
-    Ok(std::net::TcpStream::from(stream.as_fd().try_clone_to_owned()?))
 }
 
 async fn accept_loop(listener: TcpListener, shared: Shared) {

@@ -1,7 +1,10 @@
 //! The process's one tokio runtime. Network and subprocess I/O run on it as tasks, on a fixed number
 //! of threads whatever the number of connections; searching stays on plain threads, which talk to
 //! the tasks through channels.
+//!
+//! Also the one way any thread shuts a connection down: [`shutdown_handle`].
 
+use std::os::fd::AsFd;
 use std::sync::OnceLock;
 use tokio::runtime::{Builder, Runtime};
 
@@ -16,9 +19,16 @@ pub fn runtime() -> &'static Runtime {
         Builder::new_multi_thread()
             .worker_threads(IO_THREADS)
             .max_blocking_threads(2)
+            .thread_keep_alive(std::time::Duration::from_secs(1))
             .thread_name("bts-io")
             .enable_all()
             .build()
             .unwrap_or_else(|e| panic!("cannot start the I/O runtime: {e}"))
     })
+}
+
+/// A second handle on a task's socket, with which any thread can shut the connection down (to evict
+/// it from the handshakes, or to close a link): the tasks reading and writing it then see it end.
+pub fn shutdown_handle(stream: &tokio::net::TcpStream) -> std::io::Result<std::net::TcpStream> {
+    Ok(std::net::TcpStream::from(stream.as_fd().try_clone_to_owned()?))
 }
