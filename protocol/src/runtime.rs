@@ -2,7 +2,8 @@
 //! of threads whatever the number of connections; searching stays on plain threads, which talk to
 //! the tasks through channels.
 //!
-//! Also the one way any thread shuts a connection down: [`shutdown_handle`].
+//! Also the one way any thread shuts a connection down ([`shutdown_handle`]), and name resolution
+//! that starts no thread for a literal address ([`resolve`]).
 
 use std::os::fd::AsFd;
 use std::sync::OnceLock;
@@ -31,4 +32,13 @@ pub fn runtime() -> &'static Runtime {
 /// it from the handshakes, or to close a link): the tasks reading and writing it then see it end.
 pub fn shutdown_handle(stream: &tokio::net::TcpStream) -> std::io::Result<std::net::TcpStream> {
     Ok(std::net::TcpStream::from(stream.as_fd().try_clone_to_owned()?))
+}
+
+/// The socket addresses `address` names: parsed when it is one (no thread is started for that),
+/// looked up otherwise.
+pub async fn resolve(address: &str) -> std::io::Result<Vec<std::net::SocketAddr>> {
+    match address.parse() {
+        Ok(a) => Ok(vec![a]),
+        Err(_) => Ok(tokio::net::lookup_host(address).await?.collect()),
+    }
 }

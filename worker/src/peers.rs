@@ -15,7 +15,7 @@ use crate::polling::Peers;
 use bts_protocol::codec::{FrameCodec, encode_frame};
 use bts_protocol::handshakes::{Handshakes, InHandshake, MAX_HANDSHAKES};
 use bts_protocol::polling::PeerMsg;
-use bts_protocol::runtime::{runtime, shutdown_handle};
+use bts_protocol::runtime::{resolve, runtime, shutdown_handle};
 use bts_protocol::wire::PREAMBLE_LEN;
 use bts_protocol::{PeerEntry, PeerFrame, Preamble, auth};
 use futures_util::StreamExt;
@@ -258,8 +258,9 @@ impl Dialled {
 
 /// Connects to a peer server, proves the token and introduces this process.
 async fn dial(address: &str, token: &[u8], me: Option<PeerEntry>) -> io::Result<TcpStream> {
-    let addr: SocketAddr = tokio::net::lookup_host(address)
+    let addr: SocketAddr = resolve(address)
         .await?
+        .into_iter()
         .next()
         .ok_or_else(|| io::Error::other(format!("{address} resolves to no address")))?;
     let mut stream = TcpStream::connect(addr).await?;

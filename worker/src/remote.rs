@@ -8,7 +8,7 @@ use crate::polling::{Shared, Start, Termination, run_polling_worker};
 use crate::{RunnerSettings, Searcher, WorkerLoop, run_worker};
 use bts_protocol::codec::{FrameCodec, FrameError, MAX_FRAME, encode_frame};
 use bts_protocol::polling::{PeerMsg, SplitRule};
-use bts_protocol::runtime::{runtime, shutdown_handle};
+use bts_protocol::runtime::{resolve, runtime, shutdown_handle};
 use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
 use bts_protocol::{
@@ -488,7 +488,7 @@ async fn connect(
 /// Connects to the first of the addresses `address` names that answers within 5 s.
 pub async fn connect_to(address: &str) -> io::Result<TcpStream> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, "the name resolves to no address");
-    for a in tokio::net::lookup_host(address).await? {
+    for a in resolve(address).await? {
         match tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(a)).await {
             Ok(Ok(s)) => return Ok(s),
             Ok(Err(e)) => last = e,
