@@ -12,6 +12,7 @@ with a tenth of the workers killed with SIGKILL mid-run. Random polling: P proce
 
 import argparse
 import csv
+import json
 import os
 import random
 import resource
@@ -21,7 +22,11 @@ import sys
 import tempfile
 import time
 
-T1L = {"nodes": 102_181_082, "leaves": 81_746_377, "max_depth": 13}
+# T1L's published node count; its leaves and depth come from a run on local threads (`reference`).
+T1L = {"nodes": 102_181_082}
+# Three SHA-1 evaluations per child (the tree is the same): runs long enough to see every worker join
+# and to kill some mid-run on 2 cores.
+TREE = ["uts", "--preset", "T1L", "-g", "3"]
 BTS = os.path.join(os.path.dirname(__file__), "..", "target", "release", "bts")
 
 
@@ -35,6 +40,8 @@ def status(pid):
                 fields[key] = value.split()
     except OSError:
         return None
+    if "VmRSS" not in fields:
+        return None  # exited, not yet reaped
     return int(fields["Threads"][0]), int(fields["VmRSS"][0]) / 1024, int(fields["VmHWM"][0]) / 1024
 
 
@@ -57,29 +64,33 @@ def start_master(dir, args):
     cmd = [BTS, "run", "-q", "--progress", "never", "--listen", "127.0.0.1:0", "--address-file", addr,
            "--summary-json", os.path.join(dir, "summary.json"), "--hist", os.path.join(dir, "hist.csv"),
            "--workers", "0"] + args
+    started = time.time()
     master = subprocess.Popen(cmd, stderr=open(os.path.join(dir, "master.log"), "w"))
     deadline = time.time() + 20
     while not (os.path.exists(addr) and open(addr).read().strip()):
         if time.time() > deadline or master.poll() is not None:
             sys.exit(f"the master did not start: {open(os.path.join(dir, 'master.log')).read()}")
         time.sleep(0.01)
-    return master, open(addr).read().split()[0]
+    return master, open(addr).read().split()[0], started
 
 
 def start_workers(address, n):
     null = subprocess.DEVNULL
-    return [subprocess.Popen([BTS, "worker", "--connect", address, "--threads", "1"], stdout=null, stderr=null)
-            for _ in range(n)]
+    return [subprocess.Popen([BTS, "worker", "--connect", address, "--threads", "1"], stdout=null, stderr=null,
+                             close_fds=False) for _ in range(n)]
 
 
-def watch(master, workers, kill_at=None):
-    """Samples the master until it ends; kills a tenth of the workers `kill_at` s after the start."""
-    began, samples, killed = time.time(), [], []
+def watch(master, workers, kill=False):
+    """Samples the master until it ends; with `kill`, kills a tenth of the workers with SIGKILL one
+    second after all of them joined (the master holds two descriptors of each one's socket)."""
+    samples, killed, all_in = [], [], None
     while master.poll() is None:
         s = status(master.pid)
         if s:
             samples.append(s)
-        if kill_at is not None and not killed and time.time() - began >= kill_at:
+        if kill and all_in is None and sockets(master.pid) >= 2 * len(workers):
+            all_in = time.time()
+        if all_in and not killed and time.time() - all_in >= 1.0:
             killed = random.sample(workers, len(workers) // 10)
             for w in killed:
                 w.send_signal(signal.SIGKILL)
@@ -94,9 +105,21 @@ def finish(dir, master, workers):
         except subprocess.TimeoutExpired:
             w.kill()
             w.wait()
-    import json
     with open(os.path.join(dir, "summary.json")) as f:
         return json.load(f)
+
+
+def reference():
+    """T1L's totals counted by two local threads: the second method the remote runs must match."""
+    with tempfile.TemporaryDirectory() as dir:
+        path = os.path.join(dir, "summary.json")
+        subprocess.run([BTS, "run", "-q", "--progress", "never", "--workers", "2", "--summary-json", path,
+                        "uts", "--preset", "T1L"], check=True)
+        with open(path) as f:
+            local = json.load(f)
+    if local["nodes"] != T1L["nodes"]:
+        sys.exit(f"local threads counted {local['nodes']} nodes of T1L, published {T1L['nodes']}")
+    T1L.update(leaves=local["leaves"], max_depth=local["max_depth"])
 
 
 def exact(summary):
@@ -106,48 +129,53 @@ def exact(summary):
 
 def joined_at(dir, n):
     """From the run's history: when all `n` workers had joined, and the most busy at once."""
-    with open(os.path.join(dir, "hist.csv")) as f:
-        rows = list(csv.DictReader(f))
+    try:
+        with open(os.path.join(dir, "hist.csv")) as f:
+            rows = list(csv.DictReader(f))
+    except OSError:
+        return None, 0
     all_in = next((float(r["elapsed_s"]) for r in rows if int(r["workers"]) >= n), None)
     return all_in, max((int(r["busy_workers"]) for r in rows), default=0)
 
 
 def budget(n, kill):
     with tempfile.TemporaryDirectory() as dir:
-        master, address = start_master(dir, ["uts", "--preset", "T1L"])
+        master, address, started = start_master(dir, TREE)
         t0 = time.time()
         workers = start_workers(address, n)
         spawned = time.time() - t0
-        samples, killed = watch(master, workers, kill_at=6.0 if kill else None)
+        samples, killed = watch(master, workers, kill)
         summary = finish(dir, master, workers)
         all_in, busy = joined_at(dir, n)
         threads = sorted({s[0] for s in samples})
         rss = max((s[1] for s in samples), default=0)
-        what = f"{n} workers" + (f", {len(killed)} killed with SIGKILL at 6 s" if kill else "")
-        print(f"budget, T1L, {what}: {exact(summary)}; {summary['elapsed_s']:.1f} s, "
+        what = f"{n} workers" + (f", {len(killed)} killed with SIGKILL 1 s after all joined" if kill else "")
+        print(f"budget, T1L -g 3, {what}: {exact(summary)}; {summary['elapsed_s']:.1f} s, "
               f"{summary['nodes_per_s'] / 1e6:.1f} M nodes/s, {summary['jobs']} jobs")
         print(f"  master: threads {threads}, resident memory up to {rss:.0f} MiB")
-        print(f"  start-up: {n} processes started in {spawned:.1f} s; all joined by "
-              f"{all_in if all_in is None else f'{all_in:.2f} s'} into the run; up to {busy} busy at once")
+        # The history counts from the master's start; the workers were started from t0 on.
+        joined = "never" if all_in is None else f"{all_in - (t0 - started):.1f} s after the first was started"
+        print(f"  start-up: {n} processes started (by this script) in {spawned:.1f} s; all {n} joined {joined}; "
+              f"up to {busy} busy at once")
 
 
 def polling(p):
     with tempfile.TemporaryDirectory() as dir:
-        master, address = start_master(dir, ["--mode", "polling", "uts", "--preset", "T1L"])
+        master, address, _ = start_master(dir, ["--mode", "polling"] + TREE)
         workers = start_workers(address, p)
-        time.sleep(5)
-        per_worker = [(status(w.pid) or (0, 0, 0), sockets(w.pid)) for w in workers]
+        time.sleep(3)
+        per_worker = [(s, sockets(w.pid)) for w in workers if (s := status(w.pid))]
         mstatus, msockets = status(master.pid), sockets(master.pid)
         samples, _ = watch(master, workers)
         summary = finish(dir, master, workers)
         threads = sorted({s[0] for s, _ in per_worker})
         conns = [c for _, c in per_worker]
         rss = max(s[1] for s, _ in per_worker)
-        print(f"polling, T1L, {p} processes of 1 thread: {exact(summary)}; {summary['elapsed_s']:.1f} s, "
+        print(f"polling, T1L -g 3, {p} processes of 1 thread: {exact(summary)}; {summary['elapsed_s']:.1f} s, "
               f"{summary['nodes_per_s'] / 1e6:.1f} M nodes/s")
-        print(f"  each worker process at 5 s: threads {threads}, sockets min {min(conns)} / "
+        print(f"  each of the {len(per_worker)} worker processes still running at 3 s: threads {threads}, sockets min {min(conns)} / "
               f"median {sorted(conns)[len(conns) // 2]} / max {max(conns)}, resident memory up to {rss:.0f} MiB")
-        print(f"  master at 5 s: {mstatus[0]} threads, {msockets} sockets, "
+        print(f"  master at 3 s: {mstatus[0]} threads, {msockets} sockets, "
               f"{max((s[1] for s in samples), default=0):.0f} MiB")
 
 
@@ -163,6 +191,8 @@ def main():
     if soft < need:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard), hard))
     print(f"# bench/scale.py on {os.cpu_count()} cores, loopback")
+    reference()
+    print(f"T1L: {T1L['nodes']} nodes (published), {T1L['leaves']} leaves, depth {T1L['max_depth']} (local threads)")
     budget(args.workers, kill=False)
     if not args.skip_kill:
         budget(args.workers, kill=True)

@@ -1,11 +1,11 @@
 //! Frames: a 4-byte little-endian length, then that many bytes of postcard. Frames longer than
 //! [`MAX_FRAME`] are refused on both sides, before anything is allocated for them. [`FrameCodec`]
-//! cuts them for tokio's `FramedRead`; [`FrameDecoder`] for blocking readers.
+//! cuts them for tokio's `FramedRead`; [`FrameDecoder`] for blocking readers (tests, the fuzz target).
 
 use bytes::BytesMut;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::io::{self, Read, Write};
+use std::io;
 use std::marker::PhantomData;
 
 /// The largest frame accepted: 64 MiB.
@@ -39,31 +39,6 @@ pub fn encode_frame<T: Serialize>(message: &T, out: &mut Vec<u8>) -> Result<(), 
     }
     out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
     Ok(())
-}
-
-/// Writes `message` as one frame.
-pub fn write_frame<T: Serialize>(writer: &mut impl Write, message: &T) -> io::Result<()> {
-    let mut out = Vec::new();
-    encode_frame(message, &mut out).map_err(io::Error::other)?;
-    writer.write_all(&out)
-}
-
-/// Reads until `decoder` holds a whole frame, and decodes it. A stream that ends first is
-/// [`io::ErrorKind::UnexpectedEof`]; a corrupt one an error that wraps the [`FrameError`].
-pub fn read_frame<T: DeserializeOwned>(reader: &mut impl Read, decoder: &mut FrameDecoder) -> io::Result<T> {
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(frame) = decoder.decode::<T>().map_err(io::Error::other)? {
-            return Ok(frame);
-        }
-        match reader.read(&mut buf) {
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer hung up")),
-            Ok(n) => decoder.feed(&buf[..n]),
-            // A stop signal interrupts reads on sockets with a timeout: not an error.
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// Collects bytes as they arrive and cuts them into frames.
