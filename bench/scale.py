@@ -46,17 +46,19 @@ def status(pid):
 
 
 def sockets(pid):
-    """TCP sockets the process holds (descriptors pointing at a socket)."""
-    n = 0
+    """Sockets the process holds (distinct ones: the master keeps two descriptors of each connection)."""
+    found = set()
     try:
         for fd in os.listdir(f"/proc/{pid}/fd"):
             try:
-                n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
             except OSError:
-                pass
+                continue
+            if link.startswith("socket:"):
+                found.add(link)
     except OSError:
         return 0
-    return n
+    return len(found)
 
 
 def start_master(dir, args):
@@ -82,13 +84,13 @@ def start_workers(address, n):
 
 def watch(master, workers, kill=False):
     """Samples the master until it ends; with `kill`, kills a tenth of the workers with SIGKILL one
-    second after all of them joined (the master holds two descriptors of each one's socket)."""
+    second after all of them joined."""
     samples, killed, all_in = [], [], None
     while master.poll() is None:
         s = status(master.pid)
         if s:
             samples.append(s)
-        if kill and all_in is None and sockets(master.pid) >= 2 * len(workers):
+        if kill and all_in is None and sockets(master.pid) > len(workers):
             all_in = time.time()
         if all_in and not killed and time.time() - all_in >= 1.0:
             killed = random.sample(workers, len(workers) // 10)
@@ -154,7 +156,9 @@ def budget(n, kill):
               f"{summary['nodes_per_s'] / 1e6:.1f} M nodes/s, {summary['jobs']} jobs")
         print(f"  master: threads {threads}, resident memory up to {rss:.0f} MiB")
         # The history counts from the master's start; the workers were started from t0 on.
-        joined = "never" if all_in is None else f"{all_in - (t0 - started):.1f} s after the first was started"
+        joined = "never seen in the history" if all_in is None else (
+            f"{all_in - (t0 - started):.1f} s after the first was started, "
+            f"{all_in - (t0 + spawned - started):.1f} s after the last")
         print(f"  start-up: {n} processes started (by this script) in {spawned:.1f} s; all {n} joined {joined}; "
               f"up to {busy} busy at once")
 
@@ -173,7 +177,7 @@ def polling(p):
         rss = max(s[1] for s, _ in per_worker)
         print(f"polling, T1L -g 3, {p} processes of 1 thread: {exact(summary)}; {summary['elapsed_s']:.1f} s, "
               f"{summary['nodes_per_s'] / 1e6:.1f} M nodes/s")
-        print(f"  each of the {len(per_worker)} worker processes still running at 3 s: threads {threads}, sockets min {min(conns)} / "
+        print(f"  each of the {len(per_worker)} worker processes still running at 3 s: threads {threads}, sockets (the master, peers it polls, peers polling it) min {min(conns)} / "
               f"median {sorted(conns)[len(conns) // 2]} / max {max(conns)}, resident memory up to {rss:.0f} MiB")
         print(f"  master at 3 s: {mstatus[0]} threads, {msockets} sockets, "
               f"{max((s[1] for s in samples), default=0):.0f} MiB")
