@@ -40,6 +40,22 @@ impl Listening {
     }
 }
 
+/// Raises this process's soft limit of open files to its hard limit: every worker's connection holds
+/// two descriptors, and the usual soft limit of 1,024 would refuse workers long before the master's
+/// connection slots are full.
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit read and write one valid rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                tracing::debug!("cannot raise the limit of open files: {}", std::io::Error::last_os_error());
+            }
+        }
+    }
+}
+
 /// True if every address `address` stands for is a loopback one.
 pub fn is_loopback(address: &str) -> bool {
     match address.to_socket_addrs() {
@@ -74,6 +90,7 @@ pub fn serve(
     }
     let listener = TcpListener::bind(&listen.address).map_err(failed)?;
     let bound = listener.local_addr().map_err(failed)?;
+    raise_open_files_limit();
     let timeout = listen.worker_timeout;
     let config = NetConfig {
         token: listen.token.clone(),

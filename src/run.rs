@@ -112,7 +112,8 @@ impl ListenOptions {
             token_in_address_file: false,
             rendezvous: false,
             worker_timeout: Duration::from_secs(10),
-            max_connections: 512,
+            // Connections are tasks: a thousand workers cost the master no thread and little memory.
+            max_connections: 4096,
         }
     }
 }

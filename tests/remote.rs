@@ -459,6 +459,46 @@ fn polling_workers_of_several_processes_count_exactly_and_steal_from_each_other(
     }
 }
 
+/// The threads of a running process.
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
+}
+
+/// Connections are tasks on one I/O thread: neither the master's threads nor a worker's grow with
+/// the number of connections.
+#[test]
+fn threads_do_not_grow_with_the_number_of_connections() {
+    let master = Master::start(&["--workers", "0", "uts", "--preset", "T1L", "--node-limit", "60000000"]);
+    let pid = master.child.id();
+    let first = worker(&["--connect", &master.address, "--threads", "1"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let with_one = threads(pid);
+    let more: Vec<Child> = (0..12).map(|_| worker(&["--connect", &master.address, "--threads", "1"])).collect();
+    std::thread::sleep(Duration::from_millis(1000));
+    let with_13 = threads(pid);
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(3), "{log}");
+    assert_eq!((summary["nodes"].as_u64(), summary["workers"].as_u64()), (Some(60_000_000), Some(13)), "{summary}");
+    assert_eq!(with_13, with_one, "the master's threads grew from {with_one} to {with_13} with 12 more workers");
+    for w in std::iter::once(first).chain(more) {
+        assert_eq!(worker_output(w).0, Some(0));
+    }
+
+    // Random polling: every process reaches every other, still on one I/O thread each.
+    let master = Master::start(&["--mode", "polling", "--workers", "0", "uts", "--preset", "T1", "-g", "40"]);
+    let workers: Vec<Child> = (0..8).map(|_| worker(&["--connect", &master.address, "--threads", "1"])).collect();
+    std::thread::sleep(Duration::from_millis(2500));
+    let counts: Vec<usize> = workers.iter().map(|w| threads(w.id())).collect();
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert_t1(&summary);
+    // The main thread, the I/O thread and the searching thread.
+    assert!(counts.iter().all(|&n| n <= 3), "threads of the worker processes: {counts:?}");
+    for w in workers {
+        assert_eq!(worker_output(w).0, Some(0));
+    }
+}
+
 #[test]
 fn a_lost_polling_process_is_rolled_back_and_each_record_committed_once() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,13 +1,21 @@
 //! A program run as a child process: its stdout cut into lines (with a length limit), its stderr
 //! sent to the log and kept for error messages, and a kill that takes its whole process group.
+//!
+//! The child is spawned, waited for and killed through tokio ([`bts_protocol::runtime`]), and its
+//! stderr is read by a task there. Its stdin and stdout stay with the worker thread that runs its
+//! jobs: a job's answer then reaches that thread with no other thread to wake (see [`Program::next`]).
 
+use bts_protocol::runtime::runtime;
 use std::collections::VecDeque;
+use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, ChildStderr};
+use tokio::task::JoinHandle;
 
 /// What the program's stdout gave next.
 #[derive(Debug)]
@@ -31,14 +39,18 @@ const STDERR_TAIL: usize = 20;
 /// A running program.
 pub struct Program {
     child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: ChildStdout,
+    /// The child's process id (and its process group's).
+    pid: u32,
+    stdin: Option<File>,
+    stdout: File,
     /// Bytes read from stdout, not yet cut into lines.
     buf: Vec<u8>,
     /// Bytes of `buf` already known to hold no newline.
     scanned: usize,
     max_line: usize,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// The task logging stderr: done once the program and whatever it started closed stderr.
+    stderr_task: Mutex<Option<JoinHandle<()>>>,
     /// The program has been waited for.
     status: Option<ExitStatus>,
 }
@@ -58,16 +70,23 @@ impl Program {
     }
 
     fn spawn_logging(command: &mut Command, tag: &str, max_line: usize, warn: bool) -> io::Result<Program> {
-        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut command = tokio::process::Command::from(std::mem::replace(command, Command::new("")));
+        command.process_group(0);
+        let _runtime = runtime().enter();
         let mut child = command.spawn()?;
-        let stdout = child.stdout.take().expect("stdout is piped");
+        let pid = child.id().ok_or_else(|| io::Error::other("the program exited at once"))?;
+        // Back to blocking descriptors, for this thread.
+        let file = |fd: io::Result<OwnedFd>| fd.map(File::from);
+        let stdout = file(child.stdout.take().expect("stdout is piped").into_owned_fd())?;
+        let stdin = Some(file(child.stdin.take().expect("stdin is piped").into_owned_fd())?);
         let stderr = child.stderr.take().expect("stderr is piped");
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let tail = Arc::clone(&stderr_tail);
-        let tag = format!("{tag} (pid {})", child.id());
-        std::thread::Builder::new().name("bts-exec-err".into()).spawn(move || log_stderr(stderr, &tag, &tail, warn))?;
-        let stdin = child.stdin.take();
-        Ok(Program { child, stdin, stdout, buf: Vec::new(), scanned: 0, max_line, stderr_tail, status: None })
+        let tag = format!("{tag} (pid {pid})");
+        let stderr_task = Mutex::new(Some(runtime().spawn(async move { log_stderr(stderr, &tag, &tail, warn).await })));
+        let (buf, scanned, status) = (Vec::new(), 0, None);
+        Ok(Program { child, pid, stdin, stdout, buf, scanned, max_line, stderr_tail, stderr_task, status })
     }
 
     /// Closes the program's stdin: it reads end of file (one-shot input, as lrs's).
@@ -155,27 +174,57 @@ impl Program {
         unsafe {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-            libc::waitid(libc::P_PID, self.child.id(), &mut info, flags) == 0 && info.si_pid() != 0
+            libc::waitid(libc::P_PID, self.pid, &mut info, flags) == 0 && info.si_pid() != 0
         }
+    }
+
+    /// Waits until `deadline` for the program to exit, without reaping it (see [`exited`](Self::exited)):
+    /// its process descriptor becomes readable when it exits.
+    pub fn exited_by(&self, deadline: Instant) -> bool {
+        if self.exited() {
+            return true;
+        }
+        // SAFETY: pidfd_open takes a process id and flags, and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, self.pid, 0) };
+        if fd < 0 {
+            // A kernel without process descriptors (before Linux 5.3): look every millisecond.
+            while !self.exited() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            return self.exited();
+        }
+        // SAFETY: the descriptor was just opened, and nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        runtime().block_on(async {
+            // SAFETY: the AsyncFd owns the descriptor, which stays open and the same until it is dropped.
+            let registered =
+                unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) };
+            let Ok(fd) = registered else { return };
+            let _ = tokio::time::timeout_at(deadline.into(), fd.readable()).await;
+        });
+        self.exited()
     }
 
     /// Waits up to `limit` for the program to exit.
     pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + limit;
-        while self.status.is_none() {
-            match self.child.try_wait() {
-                Ok(Some(s)) => self.status = Some(s),
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
-                _ => break,
-            }
+        if self.status.is_none() {
+            let child = &mut self.child;
+            self.status = runtime().block_on(async { tokio::time::timeout(limit, child.wait()).await.ok()?.ok() });
         }
         self.status
     }
 
     /// The last lines the program wrote to stderr.
     pub fn stderr_tail(&self) -> String {
-        // Give the stderr thread a moment to catch up with a program that just died.
-        std::thread::sleep(Duration::from_millis(20));
+        // Give the stderr task a moment to catch up with a program that just died.
+        let mut task = self.stderr_task.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(mut running) = task.take() {
+            let wait = async { tokio::time::timeout(Duration::from_millis(20), &mut running).await.is_ok() };
+            let done = runtime().block_on(wait);
+            if !done {
+                *task = Some(running);
+            }
+        }
         let tail = self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
         tail.iter().cloned().collect::<Vec<_>>().join("\n")
     }
@@ -187,10 +236,11 @@ impl Program {
             // SAFETY: kill(2) with a negative pid signals the process group; the group is the child's
             // own (process_group(0)), so nothing else is touched.
             unsafe {
-                libc::kill(-(self.child.id() as i32), libc::SIGKILL);
+                libc::kill(-(self.pid as i32), libc::SIGKILL);
             }
-            let _ = self.child.kill();
-            self.status = self.child.wait().ok();
+            let _ = self.child.start_kill();
+            let child = &mut self.child;
+            self.status = runtime().block_on(child.wait()).ok();
         }
         self.status
     }
@@ -220,7 +270,7 @@ pub fn describe(status: Option<ExitStatus>) -> String {
 const STDERR_LINE: usize = 2000;
 
 /// Sends stderr to the log, line by line (long lines cut), keeping the last lines.
-fn log_stderr(mut stderr: impl Read, tag: &str, tail: &Mutex<VecDeque<String>>, warn: bool) {
+async fn log_stderr(mut stderr: ChildStderr, tag: &str, tail: &Mutex<VecDeque<String>>, warn: bool) {
     let mut line = Vec::new();
     let mut chunk = [0u8; 8192];
     let emit = |line: &mut Vec<u8>| {
@@ -241,7 +291,7 @@ fn log_stderr(mut stderr: impl Read, tag: &str, tail: &Mutex<VecDeque<String>>, 
         tail.push_back(text);
     };
     loop {
-        let n = match stderr.read(&mut chunk) {
+        let n = match stderr.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };

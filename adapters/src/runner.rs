@@ -190,11 +190,8 @@ impl ExecRunner {
             }
         }
         // It may close stdout a little before it exits.
-        while !program.exited() {
-            if Instant::now() >= deadline {
-                return Err(Failure::new(timeout_message(&self.config), program));
-            }
-            std::thread::sleep(Duration::from_millis(1));
+        if !program.exited_by(deadline) {
+            return Err(Failure::new(timeout_message(&self.config), program));
         }
         // What it wrote just before it exited.
         match program.next(Instant::now()) {

@@ -1,9 +1,12 @@
 //! Frames: a 4-byte little-endian length, then that many bytes of postcard. Frames longer than
-//! [`MAX_FRAME`] are refused on both sides, before anything is allocated for them.
+//! [`MAX_FRAME`] are refused on both sides, before anything is allocated for them. [`FrameCodec`]
+//! cuts them for tokio's `FramedRead`; [`FrameDecoder`] for blocking readers (tests, the fuzz target).
 
+use bytes::BytesMut;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::io::{self, Read, Write};
+use std::io;
+use std::marker::PhantomData;
 
 /// The largest frame accepted: 64 MiB.
 pub const MAX_FRAME: usize = 64 << 20;
@@ -36,31 +39,6 @@ pub fn encode_frame<T: Serialize>(message: &T, out: &mut Vec<u8>) -> Result<(), 
     }
     out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
     Ok(())
-}
-
-/// Writes `message` as one frame.
-pub fn write_frame<T: Serialize>(writer: &mut impl Write, message: &T) -> io::Result<()> {
-    let mut out = Vec::new();
-    encode_frame(message, &mut out).map_err(io::Error::other)?;
-    writer.write_all(&out)
-}
-
-/// Reads until `decoder` holds a whole frame, and decodes it. A stream that ends first is
-/// [`io::ErrorKind::UnexpectedEof`]; a corrupt one an error that wraps the [`FrameError`].
-pub fn read_frame<T: DeserializeOwned>(reader: &mut impl Read, decoder: &mut FrameDecoder) -> io::Result<T> {
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(frame) = decoder.decode::<T>().map_err(io::Error::other)? {
-            return Ok(frame);
-        }
-        match reader.read(&mut buf) {
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer hung up")),
-            Ok(n) => decoder.feed(&buf[..n]),
-            // A stop signal interrupts reads on sockets with a timeout: not an error.
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// Collects bytes as they arrive and cuts them into frames.
@@ -109,18 +87,11 @@ impl FrameDecoder {
     /// corrupt (after which the connection should be dropped).
     pub fn decode<T: DeserializeOwned>(&mut self) -> Result<Option<T>, FrameError> {
         let pending = &self.buf[self.start..];
-        if pending.len() < 4 {
-            return Ok(None);
-        }
-        let len = u32::from_le_bytes(pending[..4].try_into().expect("4 bytes")) as usize;
-        if len > self.limit {
-            return Err(FrameError::TooLarge { len: len as u64, limit: self.limit });
-        }
+        let Some(len) = frame_length(pending, self.limit)? else { return Ok(None) };
         if pending.len() < 4 + len {
             return Ok(None);
         }
-        let body = &pending[4..4 + len];
-        let message = postcard::from_bytes(body).map_err(|e| FrameError::Decode(e.to_string()))?;
+        let message = decode_body(&pending[4..4 + len])?;
         self.start += 4 + len;
         // Keep the buffer from growing without bound on a long stream.
         if self.start > (1 << 20) && self.start * 2 > self.buf.len() {
@@ -134,6 +105,68 @@ impl FrameDecoder {
     #[cfg(test)]
     fn pending(&self) -> usize {
         self.buf.len() - self.start
+    }
+}
+
+/// The length announced by the frame starting `pending`, once its 4 bytes are there; an error if it
+/// exceeds `limit`.
+fn frame_length(pending: &[u8], limit: usize) -> Result<Option<usize>, FrameError> {
+    let Some(prefix) = pending.first_chunk::<4>() else { return Ok(None) };
+    let len = u32::from_le_bytes(*prefix) as usize;
+    if len > limit {
+        return Err(FrameError::TooLarge { len: len as u64, limit });
+    }
+    Ok(Some(len))
+}
+
+fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
+    postcard::from_bytes(body).map_err(|e| FrameError::Decode(e.to_string()))
+}
+
+/// Frames of `T` for tokio-util's `FramedRead`, with the same limits as [`FrameDecoder`]. An error
+/// ([`io::ErrorKind::Other`] wrapping a [`FrameError`]) means the stream is corrupt.
+#[derive(Debug)]
+pub struct FrameCodec<T> {
+    limit: usize,
+    frames: PhantomData<fn() -> T>,
+}
+
+impl<T> Default for FrameCodec<T> {
+    fn default() -> Self {
+        Self { limit: MAX_FRAME, frames: PhantomData }
+    }
+}
+
+impl<T> FrameCodec<T> {
+    /// Frames up to [`MAX_FRAME`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Frames up to [`HANDSHAKE_FRAME`] until [`authenticated`](Self::authenticated).
+    pub fn handshake() -> Self {
+        Self { limit: HANDSHAKE_FRAME, frames: PhantomData }
+    }
+
+    /// The peer proved the token: frames up to [`MAX_FRAME`] from now on.
+    pub fn authenticated(&mut self) {
+        self.limit = MAX_FRAME;
+    }
+}
+
+impl<T: DeserializeOwned> tokio_util::codec::Decoder for FrameCodec<T> {
+    type Item = T;
+    type Error = io::Error;
+
+    fn decode(&mut self, src: &mut BytesMut) -> io::Result<Option<T>> {
+        let Some(len) = frame_length(src, self.limit).map_err(io::Error::other)? else { return Ok(None) };
+        if src.len() < 4 + len {
+            // Room for the rest of the frame at once, rather than growing a few KiB per read.
+            src.reserve(4 + len - src.len());
+            return Ok(None);
+        }
+        let frame = src.split_to(4 + len);
+        decode_body(&frame[4..]).map(Some).map_err(io::Error::other)
     }
 }
 
@@ -200,6 +233,52 @@ mod tests {
             }
         }
         assert_eq!(got, samples());
+    }
+
+    #[test]
+    fn the_codec_decodes_frames_split_at_every_byte_offset_and_byte_by_byte() {
+        use tokio_util::codec::Decoder;
+        let mut stream = Vec::new();
+        for f in samples() {
+            encode_frame(&f, &mut stream).unwrap();
+        }
+        let decode_all = |codec: &mut FrameCodec<WorkerFrame>, buf: &mut BytesMut, got: &mut Vec<WorkerFrame>| {
+            while let Some(f) = codec.decode(buf).unwrap() {
+                got.push(f);
+            }
+        };
+        for cut in 0..=stream.len() {
+            let (mut codec, mut buf, mut got) = (FrameCodec::new(), BytesMut::new(), Vec::new());
+            for part in [&stream[..cut], &stream[cut..]] {
+                buf.extend_from_slice(part);
+                decode_all(&mut codec, &mut buf, &mut got);
+            }
+            assert_eq!(got, samples(), "cut at {cut}");
+            assert!(buf.is_empty());
+        }
+        let (mut codec, mut buf, mut got) = (FrameCodec::new(), BytesMut::new(), Vec::new());
+        for b in &stream {
+            buf.extend_from_slice(std::slice::from_ref(b));
+            decode_all(&mut codec, &mut buf, &mut got);
+        }
+        assert_eq!(got, samples());
+    }
+
+    #[test]
+    fn the_codec_refuses_oversized_lengths_with_the_handshake_and_the_frame_limits() {
+        use tokio_util::codec::Decoder;
+        let too_large = |codec: &mut FrameCodec<WorkerFrame>, bytes: &[u8]| {
+            let err = codec.decode(&mut BytesMut::from(bytes)).unwrap_err();
+            err.into_inner().unwrap().downcast::<FrameError>().map(|e| *e).unwrap()
+        };
+        let limit = FrameError::TooLarge { len: u64::from(u32::MAX), limit: MAX_FRAME };
+        assert_eq!(too_large(&mut FrameCodec::new(), &u32::MAX.to_le_bytes()), limit);
+        let len = HANDSHAKE_FRAME as u32 + 1;
+        let mut codec = FrameCodec::handshake();
+        let refused = FrameError::TooLarge { len: u64::from(len), limit: HANDSHAKE_FRAME };
+        assert_eq!(too_large(&mut codec, &len.to_le_bytes()), refused);
+        codec.authenticated();
+        assert_eq!(codec.decode(&mut BytesMut::from(&len.to_le_bytes()[..])).unwrap(), None);
     }
 
     #[test]

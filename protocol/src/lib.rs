@@ -12,6 +12,7 @@ mod job;
 mod message;
 mod node;
 pub mod polling;
+pub mod runtime;
 pub mod wire;
 
 pub use job::{BatchError, Budget, Job, JobId, JobReport, ReportBatch, Returned};

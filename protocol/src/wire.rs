@@ -22,16 +22,6 @@ pub const MAGIC: [u8; 8] = *b"bts-wire";
 pub const PROTOCOL_VERSION: u32 = 2;
 pub const PREAMBLE_LEN: usize = 12;
 
-/// An address on which this host reaches a listener bound to `addr` (an unspecified address such
-/// as 0.0.0.0 is not connectable as such): how a listener's own thread is woken to stop.
-pub fn local_address(addr: std::net::SocketAddr) -> std::net::SocketAddr {
-    let mut a = addr;
-    if a.ip().is_unspecified() {
-        a.set_ip(if a.is_ipv4() { [127, 0, 0, 1].into() } else { std::net::Ipv6Addr::LOCALHOST.into() });
-    }
-    a
-}
-
 /// Magic and version, sent first by both sides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Preamble {

@@ -6,19 +6,30 @@
 //! The master tells every process where the others are, but a process that has just joined may
 //! steal before its victim has heard of it: every connection therefore starts by saying which
 //! workers the dialling process runs and where, so that the victim can answer.
+//!
+//! Connections are tasks on the process's tokio runtime ([`bts_protocol::runtime`]), whatever their
+//! number: a task per connection served, and one per connection dialled, fed by the workers'
+//! threads through a channel, so a thread never waits for the network.
 
 use crate::polling::Peers;
-use bts_protocol::codec::{FrameDecoder, encode_frame, read_frame, write_frame};
+use bts_protocol::codec::{FrameCodec, encode_frame};
 use bts_protocol::handshakes::{Handshakes, InHandshake, MAX_HANDSHAKES};
 use bts_protocol::polling::PeerMsg;
-use bts_protocol::wire::{PREAMBLE_LEN, local_address};
+use bts_protocol::runtime::{resolve, runtime, shutdown_handle};
+use bts_protocol::wire::PREAMBLE_LEN;
 use bts_protocol::{PeerEntry, PeerFrame, Preamble, auth};
+use futures_util::StreamExt;
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::io;
+use std::net::{Shutdown, SocketAddr, TcpListener};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::task::JoinHandle;
+use tokio_util::codec::FramedRead;
 
 /// How long a peer has to complete the handshake.
 const HANDSHAKE: Duration = Duration::from_secs(10);
@@ -26,16 +37,40 @@ const HANDSHAKE: Duration = Duration::from_secs(10);
 /// The workers of this process and where the others are.
 pub struct Router {
     token: Vec<u8>,
-    /// This process's workers: `first..first + local.len()`.
-    first: u32,
-    local: Vec<Sender<PeerMsg>>,
+    local: Arc<Local>,
     /// A peer that takes longer than this to take a message is treated as gone: by then the master
     /// has dropped it too, and the rollback that follows redoes any work lost with it.
     write_timeout: Duration,
     table: RwLock<Table>,
     /// Where this process's peer server is, once it serves.
     address: RwLock<Option<String>>,
-    connections: Mutex<HashMap<String, Arc<Mutex<TcpStream>>>>,
+    /// Connections dialled, by address: what goes into one is sent by its task.
+    connections: Mutex<HashMap<String, UnboundedSender<(u32, PeerMsg)>>>,
+}
+
+/// The inboxes of this process's workers: `first..first + inboxes.len()`.
+struct Local {
+    first: u32,
+    inboxes: Vec<Sender<PeerMsg>>,
+}
+
+impl Local {
+    /// Delivers a message to a worker of this process, or hands it back.
+    fn try_send(&self, to: u32, message: PeerMsg) -> Result<(), PeerMsg> {
+        match to.checked_sub(self.first).and_then(|i| self.inboxes.get(i as usize)) {
+            Some(inbox) => inbox.send(message).map_err(|e| e.0),
+            None => Err(message),
+        }
+    }
+
+    /// A message that cannot reach its worker: a request is answered at once, so that its sender
+    /// never waits for an answer that will not come.
+    fn undelivered(&self, to: u32, message: PeerMsg, why: &dyn std::fmt::Display) {
+        tracing::debug!("cannot reach worker {to}: {why}");
+        if let PeerMsg::Request { from, epoch } = message {
+            let _ = self.try_send(from, PeerMsg::NoWork { epoch });
+        }
+    }
 }
 
 /// Where workers are: the master's word, and processes that introduced themselves since.
@@ -55,7 +90,8 @@ impl Table {
 impl Router {
     pub fn new(token: Vec<u8>, first: u32, local: Vec<Sender<PeerMsg>>, write_timeout: Duration) -> Self {
         let (table, address, connections) = (RwLock::default(), RwLock::default(), Mutex::new(HashMap::new()));
-        Self { token, first, local, write_timeout, table, address, connections }
+        let local = Arc::new(Local { first, inboxes: local });
+        Self { token, local, write_timeout, table, address, connections }
     }
 
     /// The processes of the run and their workers (sent by the master when it changes).
@@ -84,7 +120,7 @@ impl Router {
     /// This process, as it introduces itself.
     fn entry(&self) -> Option<PeerEntry> {
         let address = self.address.read().unwrap_or_else(|e| e.into_inner()).clone()?;
-        Some(PeerEntry { first: self.first, count: self.local.len() as u32, address })
+        Some(PeerEntry { first: self.local.first, count: self.local.inboxes.len() as u32, address })
     }
 
     /// Delivers a message to a worker of this process.
@@ -94,10 +130,7 @@ impl Router {
 
     /// Delivers a message to a worker of this process, or hands it back.
     fn try_local(&self, to: u32, message: PeerMsg) -> Result<(), PeerMsg> {
-        match to.checked_sub(self.first).and_then(|i| self.local.get(i as usize)) {
-            Some(inbox) => inbox.send(message).map_err(|e| e.0),
-            None => Err(message),
-        }
+        self.local.try_send(to, message)
     }
 
     fn address_of(&self, to: u32) -> Option<String> {
@@ -105,27 +138,39 @@ impl Router {
         table.entries().find(|e| (e.first..e.first + e.count).contains(&to)).map(|e| e.address.clone())
     }
 
-    fn connection(&self, address: &str) -> io::Result<Arc<Mutex<TcpStream>>> {
-        if let Some(c) = self.connections.lock().unwrap_or_else(|e| e.into_inner()).get(address) {
-            return Ok(Arc::clone(c));
+    /// The connection to `address`, dialled now if there is none (or its task has ended).
+    fn connection(&self, address: &str) -> UnboundedSender<(u32, PeerMsg)> {
+        let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = connections.get(address).filter(|c| !c.is_closed()) {
+            return c.clone();
         }
-        let stream = dial(address, &self.token, self.entry())?;
-        stream.set_write_timeout(Some(self.write_timeout))?;
-        let c = Arc::new(Mutex::new(stream));
-        self.connections.lock().unwrap_or_else(|e| e.into_inner()).insert(address.to_string(), Arc::clone(&c));
-        Ok(c)
+        let (tx, rx) = unbounded_channel();
+        let dialled = Dialled {
+            address: address.to_string(),
+            token: self.token.clone(),
+            me: self.entry(),
+            local: Arc::clone(&self.local),
+            write_timeout: self.write_timeout,
+        };
+        runtime().spawn(dialled.run(rx));
+        connections.insert(address.to_string(), tx.clone());
+        tx
     }
 
-    fn send_remote(&self, to: u32, message: PeerMsg) -> io::Result<()> {
-        let address = self.address_of(to).ok_or_else(|| io::Error::other(format!("no process runs worker {to}")))?;
-        let connection = self.connection(&address)?;
-        let mut frame = Vec::new();
-        encode_frame(&PeerFrame::Deliver { to, message }, &mut frame).map_err(io::Error::other)?;
-        let written = connection.lock().unwrap_or_else(|e| e.into_inner()).write_all(&frame);
-        if written.is_err() {
+    fn send_remote(&self, to: u32, message: PeerMsg) {
+        let Some(address) = self.address_of(to) else {
+            self.local.undelivered(to, message, &"no process runs it");
+            return;
+        };
+        if let Err(e) = self.connection(&address).send((to, message)) {
+            // The connection ended since: the next one tells whether the peer is still there.
+            let (to, message) = e.0;
             self.connections.lock().unwrap_or_else(|e| e.into_inner()).remove(&address);
+            if let Err(e) = self.connection(&address).send((to, message)) {
+                let (to, message) = e.0;
+                self.local.undelivered(to, message, &"its connection ended");
+            }
         }
-        written
     }
 }
 
@@ -143,22 +188,12 @@ impl Peers for Router {
     fn count(&self) -> u32 {
         let table = self.table.read().unwrap_or_else(|e| e.into_inner());
         let remote = end(table.entries());
-        remote.max(self.first + self.local.len() as u32)
+        remote.max(self.local.first + self.local.inboxes.len() as u32)
     }
 
     fn send(&self, to: u32, message: PeerMsg) {
-        let Err(message) = self.try_local(to, message) else { return };
-        let request = match message {
-            PeerMsg::Request { from, epoch } => Some((from, epoch)),
-            _ => None,
-        };
-        if let Err(e) = self.send_remote(to, message) {
-            tracing::debug!("cannot reach worker {to}: {e}");
-            // A request that cannot be delivered is answered at once, so that its sender never
-            // waits for an answer that will not come.
-            if let Some((from, epoch)) = request {
-                self.deliver_local(from, PeerMsg::NoWork { epoch });
-            }
+        if let Err(message) = self.try_local(to, message) {
+            self.send_remote(to, message);
         }
     }
 }
@@ -168,64 +203,136 @@ fn end<'a>(entries: impl IntoIterator<Item = &'a PeerEntry>) -> u32 {
     entries.into_iter().map(|e| e.first + e.count).max().unwrap_or(0)
 }
 
+/// A connection to another process's peer server, as its task sees it.
+struct Dialled {
+    address: String,
+    token: Vec<u8>,
+    /// This process, introduced first.
+    me: Option<PeerEntry>,
+    local: Arc<Local>,
+    /// A peer that takes longer than this to take a message is treated as gone.
+    write_timeout: Duration,
+}
+
+impl Dialled {
+    /// Dials, then sends the messages as they come, whatever is waiting in one write, until the
+    /// router drops the connection or it fails; after a failure, whatever is left is undelivered.
+    async fn run(self, mut rx: UnboundedReceiver<(u32, PeerMsg)>) {
+        let failure = match tokio::time::timeout(HANDSHAKE, dial(&self.address, &self.token, self.me.clone())).await {
+            Ok(Ok(stream)) => self.send_all(stream, &mut rx).await,
+            Ok(Err(e)) => Some(e),
+            Err(_) => Some(io::Error::new(io::ErrorKind::TimedOut, "the handshake took too long")),
+        };
+        let Some(failure) = failure else { return };
+        let why = format!("{}: {failure}", self.address);
+        rx.close();
+        while let Some((to, message)) = rx.recv().await {
+            self.local.undelivered(to, message, &why);
+        }
+    }
+
+    async fn send_all(&self, mut stream: TcpStream, rx: &mut UnboundedReceiver<(u32, PeerMsg)>) -> Option<io::Error> {
+        let mut out = Vec::new();
+        while let Some((to, message)) = rx.recv().await {
+            let mut next = Some((to, message));
+            while let Some((to, message)) = next.take() {
+                let request = matches!(message, PeerMsg::Request { .. }).then_some(message.clone());
+                if let Err(e) = encode_frame(&PeerFrame::Deliver { to, message }, &mut out)
+                    && let Some(request) = request
+                {
+                    self.local.undelivered(to, request, &e);
+                }
+                if out.len() < (1 << 20) {
+                    next = rx.try_recv().ok();
+                }
+            }
+            match tokio::time::timeout(self.write_timeout, stream.write_all(&out)).await {
+                Ok(Ok(())) => out.clear(),
+                Ok(Err(e)) => return Some(e),
+                Err(_) => return Some(io::Error::new(io::ErrorKind::TimedOut, "the peer takes no messages")),
+            }
+        }
+        None
+    }
+}
+
 /// Connects to a peer server, proves the token and introduces this process.
-fn dial(address: &str, token: &[u8], me: Option<PeerEntry>) -> io::Result<TcpStream> {
-    let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(address)?
+async fn dial(address: &str, token: &[u8], me: Option<PeerEntry>) -> io::Result<TcpStream> {
+    let addr: SocketAddr = resolve(address)
+        .await?
+        .into_iter()
         .next()
         .ok_or_else(|| io::Error::other(format!("{address} resolves to no address")))?;
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    let mut stream = TcpStream::connect(addr).await?;
     let _ = stream.set_nodelay(true);
-    stream.set_read_timeout(Some(HANDSHAKE))?;
-    stream.write_all(&Preamble::CURRENT.to_bytes())?;
+    stream.write_all(&Preamble::CURRENT.to_bytes()).await?;
     let nonce = auth::nonce();
-    write_frame(&mut stream, &PeerFrame::Hello { nonce })?;
+    send_frame(&mut stream, &PeerFrame::Hello { nonce }).await?;
     let mut preamble = [0u8; PREAMBLE_LEN];
-    stream.read_exact(&mut preamble)?;
+    stream.read_exact(&mut preamble).await?;
     if Preamble::parse(&preamble) != Some(Preamble::CURRENT) {
         return Err(io::Error::other(format!("{address} is not a bts peer of this version")));
     }
-    let mut decoder = FrameDecoder::handshake();
-    let PeerFrame::Challenge { nonce: theirs, tag } = read_frame(&mut stream, &mut decoder)? else {
+    let mut frames = FramedRead::new(&mut stream, FrameCodec::<PeerFrame>::handshake());
+    let PeerFrame::Challenge { nonce: theirs, tag } = next_frame(&mut frames).await? else {
         return Err(io::Error::other("the peer broke the handshake"));
     };
+    drop(frames);
     if !auth::verify_master(token, &nonce, &theirs, &tag) {
         return Err(io::Error::other(format!("{address} does not prove the run's token")));
     }
-    write_frame(&mut stream, &PeerFrame::Auth { tag: auth::worker_tag(token, &theirs, &nonce) })?;
+    send_frame(&mut stream, &PeerFrame::Auth { tag: auth::worker_tag(token, &theirs, &nonce) }).await?;
     if let Some(entry) = me {
-        write_frame(&mut stream, &PeerFrame::Introduce(entry))?;
+        send_frame(&mut stream, &PeerFrame::Introduce(entry)).await?;
     }
-    stream.set_read_timeout(None)?;
     Ok(stream)
+}
+
+async fn send_frame(stream: &mut (impl AsyncWrite + Unpin), frame: &PeerFrame) -> io::Result<()> {
+    let mut out = Vec::new();
+    encode_frame(frame, &mut out).map_err(io::Error::other)?;
+    stream.write_all(&out).await
+}
+
+/// The next frame; the end of the connection is an error.
+async fn next_frame<R: AsyncRead + Unpin>(frames: &mut FramedRead<R, FrameCodec<PeerFrame>>) -> io::Result<PeerFrame> {
+    frames.next().await.unwrap_or_else(|| Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer hung up")))
 }
 
 /// Accepts connections from the workers of other processes and delivers their messages.
 pub struct PeerServer {
     address: SocketAddr,
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    accept: JoinHandle<()>,
 }
 
 impl PeerServer {
     /// Serves peers proving `token` on `listener`; their messages go through `router`.
     pub fn serve(listener: TcpListener, token: Vec<u8>, router: Arc<Router>) -> io::Result<Self> {
         let address = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
+        let listener = {
+            let _runtime = runtime().enter();
+            tokio::net::TcpListener::from_std(listener)?
+        };
         let token = Arc::new(token);
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stopped = Arc::clone(&stop);
         let handshakes = Handshakes::new(MAX_HANDSHAKES);
-        std::thread::Builder::new().name("bts-peer-accept".into()).spawn(move || {
-            for stream in listener.incoming().flatten() {
-                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
-                    return;
-                }
-                let (in_handshake, _) = handshakes.admit(&stream);
+        let accept = runtime().spawn(async move {
+            loop {
+                let (stream, peer) = match listener.accept().await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::debug!("cannot accept a peer: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                let Ok(handle) = shutdown_handle(&stream) else { continue };
+                let (in_handshake, _) = handshakes.admit(&handle);
                 let (token, router) = (Arc::clone(&token), Arc::clone(&router));
-                let _ = std::thread::Builder::new()
-                    .name("bts-peer".into())
-                    .spawn(move || serve(stream, &token, &router, in_handshake));
+                tokio::spawn(serve(stream, handle, peer.to_string(), token, router, in_handshake));
             }
-        })?;
-        Ok(Self { address, stop })
+        });
+        Ok(Self { address, accept })
     }
 
     pub fn address(&self) -> SocketAddr {
@@ -236,83 +343,87 @@ impl PeerServer {
 /// Stops accepting (peers already connected are served until they hang up).
 impl Drop for PeerServer {
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        // Wakes the accepting thread.
-        let _ = TcpStream::connect_timeout(&local_address(self.address), Duration::from_secs(1));
+        self.accept.abort();
     }
 }
 
-fn serve(mut stream: TcpStream, token: &[u8], router: &Router, in_handshake: InHandshake) {
-    let peer = stream.peer_addr().map_or_else(|_| "an unknown peer".into(), |a| a.to_string());
+async fn serve(
+    mut stream: TcpStream,
+    handle: std::net::TcpStream,
+    peer: String,
+    token: Arc<Vec<u8>>,
+    router: Arc<Router>,
+    in_handshake: InHandshake,
+) {
     let _ = stream.set_nodelay(true);
-    let mut decoder = FrameDecoder::handshake();
-    let handshake = accept_handshake(&mut stream, token, &mut decoder);
+    let handshake = tokio::time::timeout(HANDSHAKE, accept_handshake(&mut stream, &token)).await;
     drop(in_handshake);
-    if let Err(e) = handshake {
-        tracing::warn!(%peer, "peer connection dropped: {e}");
-        let _ = stream.shutdown(Shutdown::Both);
-        return;
-    }
-    decoder.authenticated();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        loop {
-            match decoder.decode::<PeerFrame>() {
-                Ok(Some(PeerFrame::Deliver { to, message })) => {
-                    if !router.deliver_local(to, message) {
-                        tracing::debug!(%peer, "a message for worker {to}, which is not here");
-                    }
-                }
-                Ok(Some(PeerFrame::Introduce(entry))) => router.introduced(entry),
-                Ok(Some(_)) => {
-                    tracing::warn!(%peer, "peer connection dropped: a handshake frame after the handshake");
-                    return;
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(%peer, "peer connection dropped: {e}");
-                    return;
+    let mut frames = match handshake {
+        Ok(Ok(frames)) => frames,
+        Ok(Err(e)) => {
+            tracing::warn!(%peer, "peer connection dropped: {e}");
+            let _ = handle.shutdown(Shutdown::Both);
+            return;
+        }
+        Err(_) => {
+            tracing::warn!(%peer, "peer connection dropped: the handshake took too long");
+            let _ = handle.shutdown(Shutdown::Both);
+            return;
+        }
+    };
+    while let Some(frame) = frames.next().await {
+        match frame {
+            Ok(PeerFrame::Deliver { to, message }) => {
+                if !router.deliver_local(to, message) {
+                    tracing::debug!(%peer, "a message for worker {to}, which is not here");
                 }
             }
-        }
-        match stream.read(&mut buf) {
-            Ok(n) if n > 0 => decoder.feed(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Ok(_) | Err(_) => return,
+            Ok(PeerFrame::Introduce(entry)) => router.introduced(entry),
+            Ok(_) => {
+                tracing::warn!(%peer, "peer connection dropped: a handshake frame after the handshake");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(%peer, "peer connection dropped: {e}");
+                return;
+            }
         }
     }
 }
 
-fn accept_handshake(stream: &mut TcpStream, token: &[u8], decoder: &mut FrameDecoder) -> Result<(), String> {
-    let deadline = Instant::now() + HANDSHAKE;
-    stream.set_read_timeout(Some(HANDSHAKE)).map_err(|e| e.to_string())?;
+/// The server's half of the handshake; returns the connection's frames from then on.
+async fn accept_handshake<'a>(
+    stream: &'a mut TcpStream,
+    token: &[u8],
+) -> Result<FramedRead<&'a mut TcpStream, FrameCodec<PeerFrame>>, String> {
     let mut preamble = [0u8; PREAMBLE_LEN];
-    stream.read_exact(&mut preamble).map_err(|e| format!("no preamble: {e}"))?;
+    stream.read_exact(&mut preamble).await.map_err(|e| format!("no preamble: {e}"))?;
     if Preamble::parse(&preamble) != Some(Preamble::CURRENT) {
         return Err("not a bts peer of this version".into());
     }
-    stream.write_all(&Preamble::CURRENT.to_bytes()).map_err(|e| e.to_string())?;
-    let PeerFrame::Hello { nonce: theirs } = read_frame(stream, decoder).map_err(|e| e.to_string())? else {
+    stream.write_all(&Preamble::CURRENT.to_bytes()).await.map_err(|e| e.to_string())?;
+    let mut frames = FramedRead::new(stream, FrameCodec::handshake());
+    let PeerFrame::Hello { nonce: theirs } = next_frame(&mut frames).await.map_err(|e| e.to_string())? else {
         return Err("out of order: not a Hello".into());
     };
     let nonce = auth::nonce();
-    write_frame(stream, &PeerFrame::Challenge { nonce, tag: auth::master_tag(token, &theirs, &nonce) })
-        .map_err(|e| e.to_string())?;
-    let PeerFrame::Auth { tag } = read_frame(stream, decoder).map_err(|e| e.to_string())? else {
+    let challenge = PeerFrame::Challenge { nonce, tag: auth::master_tag(token, &theirs, &nonce) };
+    send_frame(frames.get_mut(), &challenge).await.map_err(|e| e.to_string())?;
+    let PeerFrame::Auth { tag } = next_frame(&mut frames).await.map_err(|e| e.to_string())? else {
         return Err("out of order: not an Auth".into());
     };
     if !auth::verify_worker(token, &nonce, &theirs, &tag) {
         return Err("wrong token".into());
     }
-    if Instant::now() > deadline {
-        return Err("the handshake took too long".into());
-    }
-    stream.set_read_timeout(None).map_err(|e| e.to_string())
+    frames.decoder_mut().authenticated();
+    Ok(frames)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
     use std::sync::mpsc::{self, Receiver};
 
     const WAIT: Duration = Duration::from_secs(5);

@@ -1,23 +1,48 @@
 //! A worker process serving a remote master over TCP: connect (retrying for a while), the
 //! handshake, then one [`run_worker`] loop per thread, fed and drained through the connection.
+//! The connection is served on the process's tokio runtime ([`bts_protocol::runtime`]): the main
+//! thread reads and dispatches the master's frames, a task writes the threads' frames.
 
 use crate::peers::{PeerServer, Router};
 use crate::polling::{Shared, Start, Termination, run_polling_worker};
 use crate::{RunnerSettings, Searcher, WorkerLoop, run_worker};
-use bts_protocol::codec::{self, FrameDecoder, FrameError, MAX_FRAME, encode_frame, write_frame};
+use bts_protocol::codec::{FrameCodec, FrameError, MAX_FRAME, encode_frame};
 use bts_protocol::polling::{PeerMsg, SplitRule};
+use bts_protocol::runtime::{resolve, runtime, shutdown_handle};
 use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
 use bts_protocol::{
     FromWorker, JobFailure, MasterFrame, Preamble, ReportBatch, ToWorker, TreeSpec, Welcome, WorkerFrame, auth,
 };
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
+use futures_util::StreamExt;
+use std::io;
+use std::net::{Shutdown, TcpListener};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Sender};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio_util::codec::FramedRead;
+
+/// The master's frames, read with the limits of the handshake until the master proves the token.
+type Frames = FramedRead<OwnedReadHalf, FrameCodec<MasterFrame>>;
+
+/// The threads' frames, on their way to the master.
+type FramesOut = UnboundedSender<WorkerFrame>;
+
+/// A connection that completed the handshake.
+struct Joined {
+    frames: Frames,
+    write: OwnedWriteHalf,
+    /// Shuts the connection down from any thread.
+    handle: std::net::TcpStream,
+    welcome: Welcome,
+    peer_listener: Option<TcpListener>,
+}
 
 /// Where the master is.
 #[derive(Clone, Debug)]
@@ -70,7 +95,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Works for the master at `options.address` until its run ends. `build` makes the tree the master
 /// names (from the same registry the master uses).
 pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), RemoteError> {
-    let Some((stream, welcome, mut decoder, peer_listener)) = join(options)? else {
+    let Some(Joined { frames, write, handle, welcome, peer_listener }) = runtime().block_on(join(options))? else {
         tracing::info!("the run ended before this worker could join");
         return Ok(());
     };
@@ -81,31 +106,24 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), Re
     let settings = RunnerSettings { keep_output: welcome.keep_output };
     // A master silent this long is gone (it pings more often).
     let silence = Duration::from_millis(welcome.silence_ms.max(1));
-    stream.set_read_timeout(Some(silence)).map_err(|e| RemoteError::Lost(e.to_string()))?;
 
-    let stream = Arc::new(stream);
-    let (frames_tx, frames_rx) = mpsc::channel::<WorkerFrame>();
-    let writer = {
-        let stream = Arc::clone(&stream);
-        std::thread::Builder::new()
-            .name("bts-writer".into())
-            .spawn(move || write_loop(&stream, &frames_rx))
-            .map_err(|e| RemoteError::Lost(format!("cannot start a thread: {e}")))?
-    };
+    let (frames_tx, frames_rx) = unbounded_channel::<WorkerFrame>();
+    let handle = Arc::new(handle);
+    let writer = runtime().spawn(write_loop(write, Arc::clone(&handle), frames_rx));
     let result = match welcome.mode {
         WireMode::Budget => {
             drop(peer_listener);
-            budget_worker(options, &*searcher, settings, &stream, &mut decoder, silence, &frames_tx)
+            budget_worker(options, &*searcher, settings, frames, silence, &frames_tx)
         }
         WireMode::Polling { split } => {
             let token = &options.token;
             let polling = PollingProcess { searcher: &*searcher, settings, split, token, threads: options.threads };
-            polling.run(&stream, &mut decoder, silence, &frames_tx, peer_listener)
+            polling.run(&handle, frames, silence, &frames_tx, peer_listener)
         }
     };
     drop(frames_tx);
-    let _ = writer.join();
-    let _ = stream.shutdown(Shutdown::Both);
+    let _ = runtime().block_on(writer);
+    let _ = handle.shutdown(Shutdown::Both);
     result
 }
 
@@ -114,10 +132,9 @@ fn budget_worker(
     options: &RemoteOptions,
     searcher: &dyn Searcher,
     settings: RunnerSettings,
-    stream: &TcpStream,
-    decoder: &mut FrameDecoder,
+    mut master: Frames,
     silence: Duration,
-    frames_tx: &Sender<WorkerFrame>,
+    frames_tx: &FramesOut,
 ) -> Result<(), RemoteError> {
     let mut inboxes = Vec::new();
     let mut threads = Vec::new();
@@ -132,9 +149,13 @@ fn budget_worker(
         });
         threads.push(thread.map_err(|e| RemoteError::Lost(format!("cannot start a thread: {e}")))?);
     }
-    let result = read_loop(stream, decoder, silence, &inboxes, frames_tx);
-    // Let the threads finish their current jobs and go.
-    drop(inboxes);
+    // Read on the runtime's thread, which hands each message straight to its thread's inbox.
+    let frames = frames_tx.clone();
+    let reader = runtime().spawn(async move { read_loop(&mut master, silence, &inboxes, &frames).await });
+    // Then the threads finish their current jobs and go (their inboxes went with the reader).
+    let result = runtime()
+        .block_on(reader)
+        .unwrap_or_else(|e| Err(RemoteError::Lost(format!("the connection to the master failed: {e}"))));
     for t in threads {
         let _ = t.join();
     }
@@ -154,26 +175,29 @@ struct PollingProcess<'a> {
 impl PollingProcess<'_> {
     fn run(
         &self,
-        stream: &TcpStream,
-        decoder: &mut FrameDecoder,
+        stream: &std::net::TcpStream,
+        mut master: Frames,
         silence: Duration,
-        frames: &Sender<WorkerFrame>,
+        frames: &FramesOut,
         peer_listener: Option<TcpListener>,
     ) -> Result<(), RemoteError> {
         let lost = |e: String| RemoteError::Lost(e);
         // The master first says which workers this process's threads are.
         let mut early = Vec::new();
-        let first = loop {
-            match next_frame(stream, decoder, silence)? {
-                Some(MasterFrame::Assigned { first }) => break first,
-                Some(MasterFrame::Ping { seq }) => {
-                    let _ = frames.send(WorkerFrame::Pong { seq });
+        let first = runtime().block_on(async {
+            loop {
+                match next_frame(&mut master, silence).await? {
+                    Some(MasterFrame::Assigned { first }) => break Ok(Some(first)),
+                    Some(MasterFrame::Ping { seq }) => {
+                        let _ = frames.send(WorkerFrame::Pong { seq });
+                    }
+                    Some(other) => early.push(other),
+                    // The run ended before this process got a part in it.
+                    None => break Ok(None),
                 }
-                Some(other) => early.push(other),
-                // The run ended before this process got a part in it.
-                None => return Ok(()),
             }
-        };
+        });
+        let Some(first) = first? else { return Ok(()) };
         let (senders, inboxes): (Vec<_>, Vec<_>) = (0..self.threads).map(|_| mpsc::channel::<PeerMsg>()).unzip();
         let router = Arc::new(Router::new(self.token.to_vec(), first, senders, silence));
         let listener = peer_listener.ok_or_else(|| lost("no peer listener".into()))?;
@@ -202,36 +226,7 @@ impl PollingProcess<'_> {
             threads.push(thread.map_err(|e| lost(format!("cannot start a thread: {e}")))?);
         }
 
-        let mut result = Ok(());
-        let mut early = early.into_iter();
-        // The master ends the run by telling every worker to finish, then hangs up.
-        let mut finished = std::collections::BTreeSet::new();
-        loop {
-            let next = match early.next() {
-                Some(f) => Ok(Some(f)),
-                None => next_frame(stream, decoder, silence),
-            };
-            let frame = match next {
-                Ok(Some(f)) => f,
-                Ok(None) => {
-                    if finished.len() < self.threads as usize {
-                        result = Err(lost("the master closed the connection before the run ended".into()));
-                    }
-                    break;
-                }
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            };
-            if let MasterFrame::Peer { worker, message: PeerMsg::Finish } = &frame {
-                finished.insert(*worker);
-            }
-            if let Err(e) = self.handle(frame, &router, &shared, frames) {
-                result = Err(e);
-                break;
-            }
-        }
+        let result = runtime().block_on(self.serve_master(&mut master, early, silence, &router, &shared, frames));
         // Whatever happened, the threads go. After an error, the master must see this process as
         // lost (it rolls the run back), never hear its threads report that they finished: their
         // stacks go with them. So the connection closes first.
@@ -247,12 +242,43 @@ impl PollingProcess<'_> {
         result
     }
 
+    /// Hands the master's frames (`early` first) to this process's workers until the run ends.
+    async fn serve_master(
+        &self,
+        master: &mut Frames,
+        early: Vec<MasterFrame>,
+        silence: Duration,
+        router: &Router,
+        shared: &Shared,
+        frames: &FramesOut,
+    ) -> Result<(), RemoteError> {
+        let mut early = early.into_iter();
+        // The master ends the run by telling every worker to finish, then hangs up.
+        let mut finished = std::collections::BTreeSet::new();
+        loop {
+            let frame = match early.next() {
+                Some(f) => f,
+                None => match next_frame(master, silence).await? {
+                    Some(f) => f,
+                    None if finished.len() < self.threads as usize => {
+                        return Err(RemoteError::Lost("the master closed the connection before the run ended".into()));
+                    }
+                    None => return Ok(()),
+                },
+            };
+            if let MasterFrame::Peer { worker, message: PeerMsg::Finish } = &frame {
+                finished.insert(*worker);
+            }
+            self.handle(frame, router, shared, frames)?;
+        }
+    }
+
     fn handle(
         &self,
         frame: MasterFrame,
         router: &Router,
         shared: &Shared,
-        frames: &Sender<WorkerFrame>,
+        frames: &FramesOut,
     ) -> Result<(), RemoteError> {
         match frame {
             MasterFrame::Peer { worker, message } => {
@@ -276,33 +302,24 @@ impl PollingProcess<'_> {
 }
 
 /// The next frame from the master, waiting at most `silence`; `None` once the master hangs up.
-fn next_frame(
-    stream: &TcpStream,
-    decoder: &mut FrameDecoder,
-    silence: Duration,
-) -> Result<Option<MasterFrame>, RemoteError> {
-    loop {
-        match decoder.decode::<MasterFrame>() {
-            Ok(Some(f)) => return Ok(Some(f)),
-            Ok(None) => {}
-            Err(e) => return Err(RemoteError::Lost(format!("the master sent a bad frame: {e}"))),
-        }
-        // Only when the decoder holds no whole frame (not per frame: the buffer is not free to clear).
-        let mut buf = [0u8; 16 * 1024];
-        match (&*stream).read(&mut buf) {
-            Ok(0) => return Ok(None),
-            Ok(n) => decoder.feed(&buf[..n]),
-            // A stop signal (Ctrl-Z, a debugger, a batch system's suspend) interrupts the read.
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                return Err(RemoteError::Lost(format!(
-                    "no word from the master for {:.0} s: it is gone or unreachable",
-                    silence.as_secs_f64()
-                )));
-            }
-            Err(e) => return Err(RemoteError::Lost(format!("the connection to the master failed: {e}"))),
-        }
+async fn next_frame(frames: &mut Frames, silence: Duration) -> Result<Option<MasterFrame>, RemoteError> {
+    match tokio::time::timeout(silence, frames.next()).await {
+        Ok(Some(Ok(frame))) => Ok(Some(frame)),
+        Ok(None) => Ok(None),
+        Ok(Some(Err(e))) => Err(RemoteError::Lost(match bad_frame(&e) {
+            Some(bad) => format!("the master sent a bad frame: {bad}"),
+            None => format!("the connection to the master failed: {e}"),
+        })),
+        Err(_) => Err(RemoteError::Lost(format!(
+            "no word from the master for {:.0} s: it is gone or unreachable",
+            silence.as_secs_f64()
+        ))),
     }
+}
+
+/// The frame error a read error stands for, if it is one.
+fn bad_frame(e: &io::Error) -> Option<&FrameError> {
+    e.get_ref().and_then(|inner| inner.downcast_ref::<FrameError>())
 }
 
 /// The text of an address file: where the master listens, its token if the file gives it, and the
@@ -384,24 +401,28 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 /// Connects and completes the handshake, retrying until `options.retry_for` has passed (a master
 /// that is still starting, or one that ends its run while this worker says hello); `None` if the
 /// run ended before this worker could join.
-#[allow(clippy::type_complexity)]
-fn join(
-    options: &RemoteOptions,
-) -> Result<Option<(TcpStream, Welcome, FrameDecoder, Option<TcpListener>)>, RemoteError> {
+async fn join(options: &RemoteOptions) -> Result<Option<Joined>, RemoteError> {
     let started = std::time::SystemTime::now();
     let deadline = Instant::now() + options.retry_for;
     loop {
-        let Some((mut stream, address, token)) = connect(options, started, deadline)? else { return Ok(None) };
+        let Some((stream, address, token)) = connect(options, started, deadline).await? else { return Ok(None) };
         let _ = stream.set_nodelay(true);
+        let handle = shutdown_handle(&stream).map_err(|e| RemoteError::Lost(e.to_string()))?;
         // Polling workers of other processes reach this one on the interface that reaches the
         // master: a listener there, announced in the handshake (unused in budget mode).
         let listener = stream.local_addr().ok().and_then(|a| TcpListener::bind((a.ip(), 0)).ok());
         let peer_address = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.to_string());
-        match handshake(&mut stream, &address, &token, options.threads, peer_address) {
-            Ok((welcome, decoder)) => return Ok(Some((stream, welcome, decoder, listener))),
+        let handshake = handshake(stream, &address, &token, options.threads, peer_address);
+        let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await.unwrap_or_else(|_| {
+            Err(RemoteError::Lost(format!("the handshake took more than {} s", HANDSHAKE_TIMEOUT.as_secs())))
+        });
+        match handshake {
+            Ok((welcome, frames, write)) => {
+                return Ok(Some(Joined { frames, write, handle, welcome, peer_listener: listener }));
+            }
             Err(RemoteError::Lost(e)) if Instant::now() < deadline => {
                 tracing::debug!("the handshake with {address} failed ({e}); trying again");
-                std::thread::sleep(Duration::from_millis(100));
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(e) => return Err(e),
         }
@@ -415,7 +436,7 @@ const LAUNCH_SKEW: Duration = Duration::from_secs(10);
 
 /// Connects, retrying until `deadline`; returns the stream, the address and the token to use, or
 /// `None` if the rendezvous file says the run ended (since `started`, when this worker began).
-fn connect(
+async fn connect(
     options: &RemoteOptions,
     started: std::time::SystemTime,
     deadline: Instant,
@@ -447,47 +468,49 @@ fn connect(
                 return Err(RemoteError::Unreachable("the master's address file did not appear".into()));
             }
             _ => {
-                std::thread::sleep(pause);
+                tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(200));
                 continue;
             }
         };
-        let attempt = address.to_socket_addrs().and_then(|addrs| {
-            let mut last = io::Error::new(io::ErrorKind::NotFound, "the name resolves to no address");
-            for a in addrs {
-                match TcpStream::connect_timeout(&a, Duration::from_secs(5)) {
-                    Ok(s) => return Ok(s),
-                    Err(e) => last = e,
-                }
-            }
-            Err(last)
-        });
-        match attempt {
+        match connect_to(&address).await {
             Ok(s) => return Ok(Some((s, address, token))),
             Err(e) if Instant::now() >= deadline => {
                 return Err(RemoteError::Unreachable(format!("cannot connect to the master at {address}: {e}")));
             }
             Err(e) => tracing::debug!("cannot connect to {address} yet: {e}"),
         }
-        std::thread::sleep(pause);
+        tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
     }
 }
 
-fn handshake(
-    stream: &mut TcpStream,
+/// Connects to the first of the addresses `address` names that answers within 5 s.
+pub async fn connect_to(address: &str) -> io::Result<TcpStream> {
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "the name resolves to no address");
+    for a in resolve(address).await? {
+        match tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(a)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = e,
+            Err(_) => last = io::Error::new(io::ErrorKind::TimedOut, "no answer within 5 s"),
+        }
+    }
+    Err(last)
+}
+
+async fn handshake(
+    mut stream: TcpStream,
     address: &str,
     token: &[u8],
     threads: u32,
     peer_address: Option<String>,
-) -> Result<(Welcome, FrameDecoder), RemoteError> {
+) -> Result<(Welcome, Frames, OwnedWriteHalf), RemoteError> {
     let lost = |e: io::Error| RemoteError::Lost(format!("the connection failed during the handshake: {e}"));
-    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(lost)?;
-    stream.write_all(&Preamble::CURRENT.to_bytes()).map_err(lost)?;
+    stream.write_all(&Preamble::CURRENT.to_bytes()).await.map_err(lost)?;
     let worker_nonce = auth::nonce();
-    write_frame(stream, &WorkerFrame::Hello { threads, nonce: worker_nonce, peer_address }).map_err(lost)?;
+    send_frame(&mut stream, &WorkerFrame::Hello { threads, nonce: worker_nonce, peer_address }).await.map_err(lost)?;
     let mut preamble = [0u8; PREAMBLE_LEN];
-    stream.read_exact(&mut preamble).map_err(lost)?;
+    stream.read_exact(&mut preamble).await.map_err(lost)?;
     let Some(theirs) = Preamble::parse(&preamble) else {
         return Err(RemoteError::Refused(format!("{address} is not a bts master")));
     };
@@ -497,11 +520,12 @@ fn handshake(
             theirs.version
         )));
     }
+    let (read, mut write) = stream.into_split();
     // Until the master proves the token, it is a stranger: small frames only.
-    let mut decoder = FrameDecoder::handshake();
-    let master_nonce = match read_frame(stream, &mut decoder)? {
+    let mut frames = FramedRead::new(read, FrameCodec::handshake());
+    let master_nonce = match handshake_frame(&mut frames).await? {
         MasterFrame::Challenge { nonce, tag } if auth::verify_master(token, &worker_nonce, &nonce, &tag) => {
-            decoder.authenticated();
+            frames.decoder_mut().authenticated();
             nonce
         }
         MasterFrame::Challenge { .. } => {
@@ -510,14 +534,20 @@ fn handshake(
         other => return Err(unexpected(&other)),
     };
     let tag = auth::worker_tag(token, &master_nonce, &worker_nonce);
-    write_frame(stream, &WorkerFrame::Auth { tag }).map_err(lost)?;
-    match read_frame(stream, &mut decoder)? {
-        MasterFrame::Welcome(w) => Ok((w, decoder)),
+    send_frame(&mut write, &WorkerFrame::Auth { tag }).await.map_err(lost)?;
+    match handshake_frame(&mut frames).await? {
+        MasterFrame::Welcome(w) => Ok((w, frames, write)),
         MasterFrame::Refused { reason } => {
             Err(RemoteError::Refused(format!("the master refused this worker: {reason}")))
         }
         other => Err(unexpected(&other)),
     }
+}
+
+async fn send_frame(stream: &mut (impl tokio::io::AsyncWrite + Unpin), frame: &WorkerFrame) -> io::Result<()> {
+    let mut out = Vec::new();
+    encode_frame(frame, &mut out).map_err(io::Error::other)?;
+    stream.write_all(&out).await
 }
 
 fn unexpected(frame: &MasterFrame) -> RemoteError {
@@ -536,30 +566,28 @@ fn unexpected(frame: &MasterFrame) -> RemoteError {
 }
 
 /// The master's next frame during the handshake.
-fn read_frame(stream: &mut TcpStream, decoder: &mut FrameDecoder) -> Result<MasterFrame, RemoteError> {
-    codec::read_frame(stream, decoder).map_err(|e| {
-        RemoteError::Lost(match e.get_ref().and_then(|inner| inner.downcast_ref::<FrameError>()) {
+async fn handshake_frame(frames: &mut Frames) -> Result<MasterFrame, RemoteError> {
+    match frames.next().await {
+        Some(Ok(frame)) => Ok(frame),
+        None => Err(RemoteError::Lost("the master closed the connection during the handshake".into())),
+        Some(Err(e)) => Err(RemoteError::Lost(match bad_frame(&e) {
             Some(bad) => format!("the master sent a bad frame: {bad}"),
-            None if e.kind() == io::ErrorKind::UnexpectedEof => {
-                "the master closed the connection during the handshake".into()
-            }
             None => format!("the connection failed during the handshake: {e}"),
-        })
-    })
+        })),
+    }
 }
 
 /// Delivers the master's messages to the threads and answers pings, until the run ends (every
 /// thread told to finish and the connection closed) or the master is lost.
-fn read_loop(
-    stream: &TcpStream,
-    decoder: &mut FrameDecoder,
+async fn read_loop(
+    master: &mut Frames,
     silence: Duration,
     inboxes: &[Sender<ToWorker>],
-    frames: &Sender<WorkerFrame>,
+    frames: &FramesOut,
 ) -> Result<(), RemoteError> {
     let mut finished = vec![false; inboxes.len()];
     loop {
-        match next_frame(stream, decoder, silence)? {
+        match next_frame(master, silence).await? {
             Some(MasterFrame::Message { thread, message }) => {
                 let Some(inbox) = inboxes.get(thread as usize) else {
                     return Err(RemoteError::Lost(format!("the master wrote to thread {thread} of {}", inboxes.len())));
@@ -584,9 +612,13 @@ fn read_loop(
 }
 
 /// Sends the threads' frames, batching whatever is waiting into one write.
-fn write_loop(stream: &TcpStream, frames: &Receiver<WorkerFrame>) {
+async fn write_loop(
+    mut write: OwnedWriteHalf,
+    handle: Arc<std::net::TcpStream>,
+    mut frames: UnboundedReceiver<WorkerFrame>,
+) {
     let mut out = Vec::with_capacity(64 * 1024);
-    while let Ok(frame) = frames.recv() {
+    while let Some(frame) = frames.recv().await {
         push(frame, &mut out);
         while out.len() < (1 << 20) {
             match frames.try_recv() {
@@ -594,9 +626,9 @@ fn write_loop(stream: &TcpStream, frames: &Receiver<WorkerFrame>) {
                 Err(_) => break,
             }
         }
-        if let Err(e) = (&*stream).write_all(&out) {
+        if let Err(e) = write.write_all(&out).await {
             tracing::debug!("cannot write to the master: {e}");
-            let _ = stream.shutdown(Shutdown::Both);
+            let _ = handle.shutdown(Shutdown::Both);
             return;
         }
         out.clear();
