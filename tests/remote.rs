@@ -283,6 +283,7 @@ fn bad_peers_are_dropped_with_a_log_line_and_the_run_goes_on() {
         output_bytes: 0,
         elapsed_ns: 1,
         counters: Vec::new(),
+        pruned: 0,
     };
     let lie = WorkerFrame::Message {
         thread: 0,

@@ -114,6 +114,7 @@ mod tests {
             budget: Budget(5),
             max_depth: None,
             node: NodeBytes::from_slice(b"\xff\x00z\r"),
+            incumbent: Default::default(),
         };
         assert_eq!(job_line(&job), b"job 5 inf 1 \xff\x00z\r\n");
     }
@@ -146,7 +147,14 @@ mod tests {
 
     #[test]
     fn job_lines_say_inf_for_no_limit() {
-        let job = Job { id: JobId(1), depth: 3, budget: Budget(50), max_depth: Some(7), node: NodeBytes::new() };
+        let job = Job {
+            id: JobId(1),
+            depth: 3,
+            budget: Budget(50),
+            max_depth: Some(7),
+            node: NodeBytes::new(),
+            incumbent: Default::default(),
+        };
         let job = Job { node: NodeBytes::from_slice(b"1 2 3"), ..job };
         assert_eq!(job_line(&job), b"job 50 7 3 1 2 3\n");
         let job = Job { budget: Budget::UNLIMITED, max_depth: None, node: NodeBytes::from_slice(b"x"), ..job };

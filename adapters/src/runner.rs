@@ -160,6 +160,7 @@ impl ExecRunner {
                     output_bytes: (batch.output.len() - output_before) as u64,
                     elapsed_ns: started.elapsed().as_nanos() as u64,
                     counters: Vec::new(),
+                    pruned: 0,
                 });
                 Ok(())
             }

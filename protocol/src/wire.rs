@@ -19,7 +19,7 @@ use crate::{FromWorker, ToWorker, TreeSpec};
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: [u8; 8] = *b"bts-wire";
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 pub const PREAMBLE_LEN: usize = 12;
 
 /// An address on which this host reaches a listener bound to `addr` (an unspecified address such

@@ -1,6 +1,8 @@
 //! Budgeted depth-first search: the work of one job.
 
 use crate::Tree;
+use crate::optimise::{Enumerate, Goal};
+use bts_protocol::Solution;
 
 /// How far a job may go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +27,8 @@ pub struct JobStats {
     pub max_depth: u32,
     /// Output records written.
     pub outputs: u64,
+    /// Nodes pruned by a branch and bound (see [`search_with`]).
+    pub pruned: u64,
 }
 
 /// Searches the subtree of `start` (at depth `start_depth`) depth first, visiting at most
@@ -46,9 +50,46 @@ pub fn search<T: Tree + ?Sized>(
     out: &mut String,
     returned: &mut impl FnMut(T::Node, u32),
 ) -> JobStats {
+    search_with(tree, &Enumerate, Job { start, depth: start_depth, limits }, out, &mut Vec::new(), returned)
+}
+
+/// Where a search starts and how far it may go.
+pub struct Job<N> {
+    pub start: N,
+    pub depth: u32,
+    pub limits: Limits,
+}
+
+/// As [`search`], with a [`Goal`]: a node the goal does not admit (when it is about to be visited
+/// or returned) is pruned, counted in [`JobStats::pruned`] and dropped with its subtree; solutions
+/// the goal finds go to `found`. The start node too may be pruned: then nothing is visited.
+pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
+    tree: &T,
+    goal: &G,
+    job: Job<T::Node>,
+    out: &mut String,
+    found: &mut Vec<Solution>,
+    returned: &mut impl FnMut(T::Node, u32),
+) -> JobStats {
+    let Job { start, depth: start_depth, limits } = job;
     let budget = limits.budget.max(1);
     let max_depth = limits.max_depth.unwrap_or(u32::MAX);
     let mut stats = JobStats { max_depth: start_depth, ..JobStats::default() };
+    if !goal.admits(tree, &start, start_depth) {
+        stats.pruned = 1;
+        return stats;
+    }
+    // The next child of `children` worth searching; the others are pruned.
+    let mut pruned = 0;
+    let mut next = |children: &mut T::Children<'_>, depth: u32| {
+        for child in children.by_ref() {
+            if goal.admits(tree, &child, depth) {
+                return Some(child);
+            }
+            pruned += 1;
+        }
+        None
+    };
     // stack[i] holds the untaken children of the node at depth start_depth + i.
     let mut stack: Vec<T::Children<'_>> = Vec::new();
     let mut node = start;
@@ -56,7 +97,7 @@ pub fn search<T: Tree + ?Sized>(
     loop {
         stats.visited += 1;
         stats.max_depth = stats.max_depth.max(depth);
-        if tree.output(&node, depth, out) {
+        if goal.visit(tree, &node, depth, out, found) {
             out.push('\n');
             stats.outputs += 1;
         }
@@ -66,7 +107,7 @@ pub fn search<T: Tree + ?Sized>(
             // Either the budget is spent or the children lie beyond the depth limit: hand the
             // children back unvisited.
             let mut any = false;
-            for child in children {
+            while let Some(child) = next(&mut children, depth + 1) {
                 any = true;
                 returned(child, depth + 1);
             }
@@ -74,15 +115,16 @@ pub fn search<T: Tree + ?Sized>(
                 stats.leaves += 1;
             }
             if stats.visited == budget {
-                while let Some(frame) = stack.pop() {
+                while let Some(mut frame) = stack.pop() {
                     let child_depth = start_depth + stack.len() as u32 + 1;
-                    for child in frame {
+                    while let Some(child) = next(&mut frame, child_depth) {
                         returned(child, child_depth);
                     }
                 }
+                stats.pruned = pruned;
                 return stats;
             }
-        } else if let Some(child) = children.next() {
+        } else if let Some(child) = next(&mut children, depth + 1) {
             stack.push(children);
             node = child;
             depth += 1;
@@ -93,12 +135,14 @@ pub fn search<T: Tree + ?Sized>(
 
         // Backtrack to the next sibling.
         loop {
+            let child_depth = start_depth + stack.len() as u32;
             let Some(top) = stack.last_mut() else {
+                stats.pruned = pruned;
                 return stats;
             };
-            if let Some(child) = top.next() {
+            if let Some(child) = next(top, child_depth) {
                 node = child;
-                depth = start_depth + stack.len() as u32;
+                depth = child_depth;
                 break;
             }
             stack.pop();

@@ -64,6 +64,7 @@ pub fn run_worker(
             };
             match message {
                 ToWorker::Jobs(jobs) => queue.extend(jobs),
+                ToWorker::Incumbent(incumbent) => runner.raise(incumbent),
                 ToWorker::Finish => return,
             }
         }

@@ -1,9 +1,10 @@
 //! The depth-first stack of a random-polling worker: nodes waiting to be visited, with the
 //! shallowest at the bottom, which a busy worker splits to give part of it to an idle one.
 
+use crate::optimise::{Enumerate, Goal};
 use crate::{Tree, unwind};
 use bts_protocol::polling::{Progress, SplitRule};
-use bts_protocol::{JobFailure, JobId, NodeBytes, Returned};
+use bts_protocol::{Incumbent, JobFailure, JobId, NodeBytes, Returned};
 use std::sync::Arc;
 
 /// A depth-first stack that can be split, behind a type-erased interface.
@@ -29,11 +30,17 @@ pub trait StackWorker: Send {
 
     /// What was done since the last call.
     fn take_progress(&mut self) -> Progress;
+
+    /// A better solution was found elsewhere (branch and bound; plain trees ignore it).
+    fn raise(&mut self, incumbent: Incumbent) {
+        let _ = incumbent;
+    }
 }
 
-/// The [`StackWorker`] of a [`Tree`].
-pub struct TreeStack<T: Tree> {
+/// The [`StackWorker`] of a [`Tree`]; a branch and bound prunes a node when it comes off the stack.
+pub struct TreeStack<T: Tree, G = Enumerate> {
     tree: Arc<T>,
+    goal: Arc<G>,
     /// Nodes to visit and their depths; the next one on top.
     stack: Vec<(T::Node, u32)>,
     children: Vec<T::Node>,
@@ -44,8 +51,15 @@ pub struct TreeStack<T: Tree> {
 
 impl<T: Tree> TreeStack<T> {
     pub fn new(tree: Arc<T>, keep_output: bool) -> Self {
+        Self::with_goal(tree, Arc::new(Enumerate), keep_output)
+    }
+}
+
+impl<T: Tree, G: Goal<T>> TreeStack<T, G> {
+    pub fn with_goal(tree: Arc<T>, goal: Arc<G>, keep_output: bool) -> Self {
         Self {
             tree,
+            goal,
             stack: Vec::new(),
             children: Vec::new(),
             keep_output,
@@ -69,7 +83,7 @@ impl<T: Tree> TreeStack<T> {
     }
 }
 
-impl<T: Tree> StackWorker for TreeStack<T> {
+impl<T: Tree, G: Goal<T>> StackWorker for TreeStack<T, G> {
     fn push(&mut self, nodes: Vec<Returned>) -> Result<(), String> {
         // Given in depth-first order: the first is to be visited first, so it goes on top.
         for r in nodes.into_iter().rev() {
@@ -81,25 +95,37 @@ impl<T: Tree> StackWorker for TreeStack<T> {
     }
 
     fn work(&mut self, max: u64) -> Result<u64, JobFailure> {
-        let tree = &*self.tree;
+        let (tree, goal) = (&*self.tree, &*self.goal);
         let mut visited = 0;
         while visited < max {
             let Some((node, depth)) = self.stack.pop() else { break };
             let children = &mut self.children;
-            let out = &mut self.out;
+            let (out, found) = (&mut self.out, &mut self.progress.solutions);
             let out_before = out.len();
             let result = unwind::catch(|| {
-                if tree.output(&node, depth, out) {
+                if !goal.admits(tree, &node, depth) {
+                    return None;
+                }
+                if goal.visit(tree, &node, depth, out, found) {
                     out.push('\n');
-                    true
+                    Some(true)
                 } else {
-                    false
+                    Some(false)
                 }
             })
-            .and_then(|had_output| unwind::catch(|| children.extend(tree.children(&node, depth))).map(|_| had_output));
+            .and_then(|visit| match visit {
+                Some(had_output) => {
+                    unwind::catch(|| children.extend(tree.children(&node, depth))).map(|_| Some(had_output))
+                }
+                None => Ok(None),
+            });
             let p = &mut self.progress;
             match result {
-                Ok(had_output) => p.outputs += u64::from(had_output),
+                Ok(None) => {
+                    p.pruned += 1;
+                    continue;
+                }
+                Ok(Some(had_output)) => p.outputs += u64::from(had_output),
                 Err(panic) => {
                     // The node was not visited: it goes back on the stack, for a checkpoint to keep.
                     children.clear();
@@ -163,7 +189,18 @@ impl<T: Tree> StackWorker for TreeStack<T> {
     fn take_progress(&mut self) -> Progress {
         let mut p = std::mem::take(&mut self.progress);
         p.stack = self.stack.len() as u64;
+        if let Some(best) = self.goal.incumbent().and_then(|shared| shared.unconfirmed())
+            && !p.solutions.contains(&best)
+        {
+            p.solutions.push(best);
+        }
         p
+    }
+
+    fn raise(&mut self, incumbent: Incumbent) {
+        if let Some(shared) = self.goal.incumbent() {
+            shared.raise(incumbent);
+        }
     }
 }
 

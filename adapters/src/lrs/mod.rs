@@ -300,6 +300,7 @@ impl LrsRunner {
             output_bytes,
             elapsed_ns: started.elapsed().as_nanos() as u64,
             counters,
+            pruned: 0,
         });
         Ok(())
     }
