@@ -335,3 +335,59 @@ fn bad_instances_and_misplaced_options_exit_2_with_one_line() {
         assert!(stderr(&o).contains("needs a branch and bound"), "{}", stderr(&o));
     }
 }
+
+// ----- remote workers and checkpoints -----
+
+/// A strongly correlated knapsack (the hard kind) as a file, and its optimum by the dynamic program.
+fn hard_knapsack(dir: &tempfile::TempDir, seed: u64, n: usize) -> (String, i64) {
+    let mut rng = Rng::new(seed);
+    let items: Vec<(u64, u64)> = (0..n)
+        .map(|_| {
+            let w = 1 + rng.below(1000);
+            (w + 100, w)
+        })
+        .collect();
+    let capacity = items.iter().map(|i| i.1).sum::<u64>() / 2;
+    let text: String =
+        std::iter::once(format!("{capacity}\n")).chain(items.iter().map(|(v, w)| format!("{v} {w}\n"))).collect();
+    (write(dir, "hard.txt", &text), knapsack_dp(capacity, &items))
+}
+
+#[test]
+fn remote_workers_find_the_same_optimum_in_both_modes() {
+    use crate::remote::{Master, worker, worker_output};
+    let dir = tempfile::tempdir().unwrap();
+    let (file, expected) = hard_knapsack(&dir, 21, 45);
+    for mode in ["budget", "polling"] {
+        let master = Master::start(&["--mode", mode, "--workers", "0", "knapsack", "--file", &file]);
+        let workers: Vec<_> = (0..2).map(|_| worker(&["--connect", &master.address, "--threads", "1"])).collect();
+        let (code, summary, log) = master.finish();
+        assert_eq!(code, Some(0), "{log}");
+        assert_eq!(summary["best"]["value"], expected, "{mode}: {summary}");
+        for w in workers {
+            assert_eq!(worker_output(w).0, Some(0));
+        }
+    }
+}
+
+#[test]
+fn a_stopped_run_keeps_its_incumbent_in_the_checkpoint_and_resumes_to_the_optimum() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, expected) = hard_knapsack(&dir, 22, 45);
+    let ck = dir.path().join("run.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    for mode in ["budget", "polling"] {
+        let _ = std::fs::remove_file(&ck);
+        let run = ["run", "--mode", mode, "--workers", "2", "--checkpoint", ck_s, "--summary-json", "-"];
+        let o = bts(&[&run[..], &["--node-limit", "3000", "knapsack", "--file", &file]].concat());
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        let first = summary(&o)["best"]["value"].as_i64().expect("a solution before the stop");
+        let saved = bts_checkpoints::load(&ck).unwrap().optimum.best.expect("the incumbent is saved");
+        assert_eq!(saved.value, first);
+        assert!(first <= expected);
+        let o = bts(&["resume", ck_s, "--summary-json", "-"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let s = summary(&o);
+        assert_eq!((s["best"]["value"].as_i64(), s["outputs"].as_u64()), (Some(expected), Some(1)), "{mode}");
+    }
+}

@@ -108,9 +108,8 @@ pub struct ReportBatch {
     pub returned: Vec<Returned>,
     /// Output records, each ending in `\n`, in report order.
     pub output: Vec<u8>,
-    /// Solutions of a branch and bound that the master may not know yet: those found by these
-    /// jobs, and the best one the worker's process knows (whatever the order in which batches
-    /// arrive, a job pruned with a value is committed with a solution of that value at least).
+    /// Solutions of a branch and bound found by these jobs: each beat (or, keeping ties, equalled)
+    /// the incumbent its worker knew.
     pub solutions: Vec<Solution>,
 }
 

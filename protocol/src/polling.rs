@@ -27,7 +27,7 @@ pub struct Progress {
     pub stack: u64,
     /// Nodes pruned by a branch and bound.
     pub pruned: u64,
-    /// Solutions of a branch and bound the coordinator may not know yet (see `ReportBatch`).
+    /// Solutions of a branch and bound found since the last report (see `ReportBatch`).
     pub solutions: Vec<Solution>,
 }
 

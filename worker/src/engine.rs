@@ -157,8 +157,7 @@ impl<T: Tree, G: Goal<T>> JobRunner for TreeRunner<T, G> {
         let fail = |message: String| JobFailure { id: job.id, node: describe::<T>(&job.node), message };
         let node: T::Node = postcard::from_bytes(job.node.as_slice())
             .map_err(|e| fail(format!("cannot decode the job's node: {e}")))?;
-        let incumbent = self.goal.incumbent();
-        if let Some(shared) = incumbent {
+        if let Some(shared) = self.goal.incumbent() {
             shared.raise(job.incumbent);
         }
         let returned_before = batch.returned.len();
@@ -198,12 +197,8 @@ impl<T: Tree, G: Goal<T>> JobRunner for TreeRunner<T, G> {
                     counters: Vec::new(),
                     pruned: stats.pruned,
                 });
+                // With the job's report: see `SharedIncumbent` for why that is enough.
                 batch.solutions.append(&mut self.found);
-                if let Some(best) = incumbent.and_then(|shared| shared.unconfirmed())
-                    && !batch.solutions.contains(&best)
-                {
-                    batch.solutions.push(best);
-                }
                 return Ok(());
             }
             (Err(panic), _) => format!("the tree oracle panicked: {panic}"),

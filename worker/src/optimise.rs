@@ -3,7 +3,6 @@
 
 use crate::Tree;
 use bts_protocol::{Incumbent, NO_VALUE, Solution};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// A tree whose nodes may be feasible solutions of a maximisation problem.
@@ -72,31 +71,25 @@ pub trait Optimise: Tree {
     fn bound(&self, node: &Self::Node, depth: u32) -> i64;
 }
 
-/// The best value a process knows, shared by its threads, with the record that justifies it.
+/// The best value a process knows, shared by its threads.
 ///
 /// # Why a pruned subtree never loses the optimum
-/// A thread prunes with a value `v` only after reading it here; the record of a solution of value
-/// `v` was stored here before `v` was, and every report batch the process sends carries the best
-/// record it holds unless the master already told it that value ([`unconfirmed`](Self::unconfirmed)).
-/// So a committed job that pruned with `v` is committed with a solution of value `v` or more.
+/// A solution that beats this value is reported with the job that found it, in the same batch. A
+/// committed job that passed over an optimal solution (pruned it, or visited it without reporting
+/// it) did so because an equal value was here, found by a job of the same process. If that job is
+/// committed, so is its record; if it is lost, its process died after the first job was
+/// committed, and the lost job's subtree is searched again later: the same argument applies to
+/// its solution, at a later moment. Processes die finitely often, so some committed job reports an
+/// optimal solution. (Random polling rolls back every worker of a lost process alike.)
 #[derive(Debug)]
 pub struct SharedIncumbent {
     value: AtomicI64,
     keep_ties: AtomicBool,
-    /// The best value the master is known to hold a record of.
-    confirmed: AtomicI64,
-    /// The record of `value`'s solution, when this process found it.
-    best: Mutex<Option<Solution>>,
 }
 
 impl Default for SharedIncumbent {
     fn default() -> Self {
-        Self {
-            value: AtomicI64::new(NO_VALUE),
-            keep_ties: AtomicBool::new(false),
-            confirmed: AtomicI64::new(NO_VALUE),
-            best: Mutex::new(None),
-        }
+        Self { value: AtomicI64::new(NO_VALUE), keep_ties: AtomicBool::new(false) }
     }
 }
 
@@ -109,7 +102,6 @@ impl SharedIncumbent {
     /// Takes what the master knows (from a job or its broadcast).
     pub fn raise(&self, incumbent: Incumbent) {
         self.keep_ties.store(incumbent.keep_ties, Ordering::Relaxed);
-        self.confirmed.fetch_max(incumbent.value, Ordering::Relaxed);
         self.value.fetch_max(incumbent.value, Ordering::Relaxed);
     }
 
@@ -120,28 +112,13 @@ impl SharedIncumbent {
     }
 
     /// Offers a solution of `value`; if it beats the incumbent (or ties it with `--all-best`), its
-    /// record is made by `record` and the solution returned.
+    /// record is made by `record` and the solution returned, for the job to report.
     fn offer(&self, value: i64, record: impl FnOnce() -> Vec<u8>) -> Option<Solution> {
-        if !self.admits(value) || value == NO_VALUE {
+        if value == NO_VALUE || !self.admits(value) {
             return None;
         }
-        let solution = Solution { value, record: record() };
-        let mut best = self.best.lock().unwrap_or_else(|e| e.into_inner());
-        if best.as_ref().is_none_or(|b| b.value < value) {
-            *best = Some(solution.clone());
-        }
-        // Stored after the record: whoever reads the value finds the record (see above).
         self.value.fetch_max(value, Ordering::Relaxed);
-        Some(solution)
-    }
-
-    /// The best solution of this process, if the master may not know its value yet.
-    pub fn unconfirmed(&self) -> Option<Solution> {
-        if self.value() <= self.confirmed.load(Ordering::Relaxed) {
-            return None;
-        }
-        let best = self.best.lock().unwrap_or_else(|e| e.into_inner());
-        best.clone().filter(|b| b.value > self.confirmed.load(Ordering::Relaxed))
+        Some(Solution { value, record: record() })
     }
 }
 
@@ -216,9 +193,8 @@ mod tests {
         assert!(shared.offer(5, || b"again".to_vec()).is_none());
         assert!(shared.offer(4, || b"four".to_vec()).is_none());
         assert_eq!(shared.value(), 5);
-        assert_eq!(shared.unconfirmed().map(|s| s.record), Some(b"five".to_vec()));
-        shared.raise(Incumbent { value: 5, keep_ties: false });
-        assert_eq!(shared.unconfirmed(), None);
+        shared.raise(Incumbent { value: 3, keep_ties: false });
+        assert_eq!(shared.value(), 5);
     }
 
     #[test]

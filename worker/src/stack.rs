@@ -189,11 +189,6 @@ impl<T: Tree, G: Goal<T>> StackWorker for TreeStack<T, G> {
     fn take_progress(&mut self) -> Progress {
         let mut p = std::mem::take(&mut self.progress);
         p.stack = self.stack.len() as u64;
-        if let Some(best) = self.goal.incumbent().and_then(|shared| shared.unconfirmed())
-            && !p.solutions.contains(&best)
-        {
-            p.solutions.push(best);
-        }
         p
     }
 
