@@ -391,3 +391,33 @@ fn a_stopped_run_keeps_its_incumbent_in_the_checkpoint_and_resumes_to_the_optimu
         assert_eq!((s["best"]["value"].as_i64(), s["outputs"].as_u64()), (Some(expected), Some(1)), "{mode}");
     }
 }
+
+// ----- legacy programs -----
+
+#[test]
+fn a_legacy_branch_and_bound_gets_the_incumbent_and_reports_solutions() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/legacy/knapsack.py");
+    for seed in [31, 32] {
+        let (file, expected) = hard_knapsack(&dir, seed, 24);
+        // The plain sequential program agrees with the dynamic program.
+        let plain = std::process::Command::new("python3").args([program, &file]).output().unwrap();
+        assert!(String::from_utf8_lossy(&plain.stdout).starts_with(&format!("value={expected} ")));
+        for workers in ["1", "3"] {
+            let run = ["run", "--workers", workers, "--budget", "5", "--fixed-budget", "--summary-json", "-"];
+            let exec = ["exec", "--persistent", "--optimise", "--", "python3", program, &file, "--bts"];
+            let o = bts(&[&run[..], &exec].concat());
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+            let s = summary(&o);
+            assert_eq!(s["best"]["value"], expected, "{s}");
+            assert!(s["best"]["pruned"].as_u64() > Some(0), "{s}");
+            assert!(String::from_utf8_lossy(&o.stdout).starts_with(&format!("value={expected} ")));
+        }
+    }
+    // Without --optimise the job lines are those older programs read, without <least>: this
+    // program, which needs it, fails (exit 1), as any program that misreads its job.
+    let (file, _) = hard_knapsack(&dir, 33, 10);
+    let exec = ["exec", "--persistent", "--retries", "0", "--", "python3", program, &file, "--bts"];
+    let o = bts(&[&["run", "--workers", "1"][..], &exec].concat());
+    assert_eq!(o.status.code(), Some(1));
+}

@@ -222,6 +222,9 @@ impl Optimise for MaxClique {
     fn bound(&self, c: &Clique, _depth: u32) -> i64 {
         i64::from(c.bound)
     }
+
+    /// Children come highest colour first.
+    const BOUNDS_DESCEND: bool = true;
 }
 
 #[cfg(test)]

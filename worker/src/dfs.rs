@@ -79,14 +79,19 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
         stats.pruned = 1;
         return stats;
     }
-    // The next child of `children` worth searching; the others are pruned.
+    // The next child of `children` worth searching; the others are pruned. When bounds descend,
+    // the first pruned child ends the list (the callers never ask that iterator again).
     let mut pruned = 0;
+    let skip_rest = goal.prunes_later_siblings();
     let mut next = |children: &mut T::Children<'_>, depth: u32| {
         for child in children.by_ref() {
             if goal.admits(tree, &child, depth) {
                 return Some(child);
             }
             pruned += 1;
+            if skip_rest {
+                return None;
+            }
         }
         None
     };

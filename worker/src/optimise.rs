@@ -69,6 +69,11 @@ pub trait Optimise: Tree {
 
     /// An upper bound on the value of every solution in `node`'s subtree, `node` included.
     fn bound(&self, node: &Self::Node, depth: u32) -> i64;
+
+    /// True when every node's children come in non-increasing order of bound (as MCS orders them
+    /// by colour): once a child is pruned, its later siblings are pruned too, without being
+    /// generated or counted.
+    const BOUNDS_DESCEND: bool = false;
 }
 
 /// The best value a process knows, shared by its threads.
@@ -118,6 +123,7 @@ impl SharedIncumbent {
             return None;
         }
         self.value.fetch_max(value, Ordering::Relaxed);
+        tracing::debug!(value, "found a better solution");
         Some(Solution { value, record: record() })
     }
 }
@@ -135,6 +141,11 @@ pub trait Goal<T: Tree + ?Sized>: Send + Sync + 'static {
     /// The process's incumbent, for a branch and bound.
     fn incumbent(&self) -> Option<&SharedIncumbent> {
         None
+    }
+
+    /// A pruned node's later siblings are pruned too (see [`Optimise::BOUNDS_DESCEND`]).
+    fn prunes_later_siblings(&self) -> bool {
+        false
     }
 }
 
@@ -179,6 +190,10 @@ impl<T: Optimise + ?Sized> Goal<T> for Maximise {
 
     fn incumbent(&self) -> Option<&SharedIncumbent> {
         Some(&self.0)
+    }
+
+    fn prunes_later_siblings(&self) -> bool {
+        T::BOUNDS_DESCEND
     }
 }
 
