@@ -165,34 +165,60 @@ impl SeqKnapsack {
 
 // ----- speed -----
 
-fn bts_run<T: bts::Optimise>(tree: T, workers: usize) -> (i64, f64) {
-    let started = Instant::now();
-    let options = RunOptions { workers, ..RunOptions::default() };
-    let finished = Run::optimising("bench", tree).options(options).run(&mut std::io::sink()).unwrap();
-    (finished.summary.totals.best.unwrap().value, started.elapsed().as_secs_f64())
+/// CPU time of this process so far (all threads), in seconds: under load, wall time measures the
+/// other users as much as the program.
+fn cpu() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
-fn timed(f: impl FnOnce() -> i64) -> (i64, f64) {
-    let started = Instant::now();
+/// A run's optimum, wall time and CPU time.
+struct Timing {
+    value: i64,
+    wall: f64,
+    cpu: f64,
+}
+
+fn timed(f: impl FnOnce() -> i64) -> Timing {
+    let (started, cpu_before) = (Instant::now(), cpu());
     let value = f();
-    (value, started.elapsed().as_secs_f64())
+    Timing { value, wall: started.elapsed().as_secs_f64(), cpu: cpu() - cpu_before }
+}
+
+fn bts_run<T: bts::Optimise>(tree: T, workers: usize) -> Timing {
+    timed(|| {
+        let options = RunOptions { workers, ..RunOptions::default() };
+        let finished = Run::optimising("bench", tree).options(options).run(&mut std::io::sink()).unwrap();
+        finished.summary.totals.best.unwrap().value
+    })
 }
 
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").map_or_else(|_| "?".into(), |l| l.split(' ').next().unwrap_or("?").into())
 }
 
-fn compare(name: &str, seq: impl FnOnce() -> i64, one: impl FnOnce() -> (i64, f64), two: impl FnOnce() -> (i64, f64)) {
+/// Runs the three side by side. The sequential program against one worker by CPU time (which the
+/// machine's other load does not inflate), two workers against one by wall time.
+fn compare(name: &str, seq: impl FnOnce() -> i64, one: impl FnOnce() -> Timing, two: impl FnOnce() -> Timing) {
     let before = load();
-    let (v0, t0) = timed(seq);
-    let (v1, t1) = one();
-    let (v2, t2) = two();
-    assert!(v0 == v1 && v1 == v2, "{name}: optima differ: {v0} {v1} {v2}");
+    let s = timed(seq);
+    let (a, b) = (one(), two());
+    assert!(s.value == a.value && a.value == b.value, "{name}: optima differ: {} {} {}", s.value, a.value, b.value);
     println!(
-        "{name:<28} optimum {v0:>6}  sequential {t0:>6.2} s  1 worker {t1:>6.2} s  2 workers {t2:>6.2} s  \
-         seq/1w {:.2}  1w/2w {:.2}  (load {before} -> {})",
-        t0 / t1,
-        t1 / t2,
+        "{name:<30} optimum {:>6} | sequential {:>6.2} s cpu {:>6.2} s | 1 worker {:>6.2} s cpu {:>6.2} s | \
+         2 workers {:>6.2} s cpu {:>6.2} s | seq/1w cpu {:.2}, 2w/1w speed-up {:.2} (load {before} -> {})",
+        s.value,
+        s.wall,
+        s.cpu,
+        a.wall,
+        a.cpu,
+        b.wall,
+        b.cpu,
+        s.cpu / a.cpu,
+        a.wall / b.wall,
         load()
     );
 }
