@@ -304,6 +304,24 @@ fn target_stops_the_run_with_exit_0_as_soon_as_it_is_reached() {
     assert_eq!((s["outcome"].as_str(), s["complete"].as_bool()), (Some("target"), Some(false)));
     assert!(s["best"]["value"].as_i64().unwrap() >= 1);
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("value="));
+    // Random polling: the first progress report carries a solution, long before the run is over.
+    let o = bts(&[
+        "run",
+        "--mode",
+        "polling",
+        "--workers",
+        "2",
+        "--summary-json",
+        "-",
+        "--target",
+        "1",
+        "knapsack",
+        "--file",
+        &file,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(summary(&o)["outcome"], "target");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("value=")).count(), 1);
     for mode in ["budget", "polling"] {
         // A target above the optimum: the run completes and says what the optimum is.
         let o =

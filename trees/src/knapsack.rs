@@ -8,6 +8,7 @@
 use bts_worker::{Optimise, Tree};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use std::path::PathBuf;
 
 /// Options of `bts run knapsack`.
@@ -50,7 +51,8 @@ pub struct Packing {
     next: u32,
     value: i64,
     weight: i64,
-    taken: Vec<u64>,
+    /// Inline up to 256 items: a child costs a copy, not an allocation.
+    taken: SmallVec<[u64; 4]>,
 }
 
 impl Knapsack {
@@ -134,7 +136,7 @@ impl Tree for Knapsack {
     type Children<'a> = std::iter::Flatten<std::array::IntoIter<Option<Packing>, 2>>;
 
     fn root(&self) -> Packing {
-        Packing { next: 0, value: 0, weight: 0, taken: vec![0; self.words()] }
+        Packing { next: 0, value: 0, weight: 0, taken: smallvec::smallvec![0; self.words()] }
     }
 
     /// Take the next item if it fits, then leave it.

@@ -9,6 +9,7 @@
 use bts_worker::{Optimise, Tree};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use std::path::PathBuf;
 
 /// Options of `bts run maxclique`.
@@ -49,10 +50,13 @@ pub struct MaxClique {
 /// A clique, its candidates (vertices adjacent to all of it), and a bound on the cliques below.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Clique {
-    vertices: Vec<u32>,
-    candidates: Vec<u64>,
+    vertices: SmallVec<[u32; 32]>,
+    candidates: Bits,
     bound: u32,
 }
+
+/// A vertex set, inline up to 512 vertices: nodes and colourings cost no allocation.
+type Bits = SmallVec<[u64; 8]>;
 
 impl MaxClique {
     /// A graph on vertices `0..n` with `edges` (self-loops are ignored).
@@ -140,8 +144,8 @@ impl MaxClique {
     /// Greedy sequential colouring of `candidates`: the vertices in the order coloured, with their
     /// colours (from 1, non-decreasing).
     fn colour(&self, candidates: &[u64], order: &mut Vec<(u32, u32)>) {
-        let mut uncoloured = candidates.to_vec();
-        let mut class = vec![0u64; self.words];
+        let mut uncoloured = Bits::from_slice(candidates);
+        let mut class: Bits = smallvec::smallvec![0u64; self.words];
         let mut colour = 0;
         while uncoloured.iter().any(|&w| w != 0) {
             colour += 1;
@@ -167,9 +171,9 @@ fn first(set: &[u64]) -> Option<usize> {
 /// candidates branched on before it.
 pub struct CliqueChildren<'a> {
     graph: &'a MaxClique,
-    vertices: Vec<u32>,
+    vertices: SmallVec<[u32; 32]>,
     order: Vec<(u32, u32)>,
-    candidates: Vec<u64>,
+    candidates: Bits,
 }
 
 impl Iterator for CliqueChildren<'_> {
@@ -180,8 +184,7 @@ impl Iterator for CliqueChildren<'_> {
         let v = v as usize;
         self.candidates[v / 64] &= !(1 << (v % 64));
         let candidates = self.candidates.iter().zip(self.graph.row(v)).map(|(c, a)| c & a).collect();
-        let mut vertices = Vec::with_capacity(self.vertices.len() + 1);
-        vertices.extend_from_slice(&self.vertices);
+        let mut vertices = self.vertices.clone();
         vertices.push(v as u32);
         Some(Clique { bound: self.vertices.len() as u32 + colour, vertices, candidates })
     }
@@ -192,11 +195,11 @@ impl Tree for MaxClique {
     type Children<'a> = CliqueChildren<'a>;
 
     fn root(&self) -> Clique {
-        let mut candidates = vec![u64::MAX; self.words];
+        let mut candidates: Bits = smallvec::smallvec![u64::MAX; self.words];
         if !self.n.is_multiple_of(64) {
             candidates[self.words - 1] = (1 << (self.n % 64)) - 1;
         }
-        Clique { vertices: Vec::new(), candidates, bound: self.n as u32 }
+        Clique { vertices: SmallVec::new(), candidates, bound: self.n as u32 }
     }
 
     fn children<'a>(&'a self, c: &Clique, _depth: u32) -> CliqueChildren<'a> {
