@@ -305,6 +305,7 @@ fn target_stops_the_run_with_exit_0_as_soon_as_it_is_reached() {
     assert!(s["best"]["value"].as_i64().unwrap() >= 1);
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("value="));
     // Random polling: the first progress report carries a solution, long before the run is over.
+    let (hard, _) = hard_knapsack(&dir, 23, 90);
     let o = bts(&[
         "run",
         "--mode",
@@ -317,7 +318,7 @@ fn target_stops_the_run_with_exit_0_as_soon_as_it_is_reached() {
         "1",
         "knapsack",
         "--file",
-        &file,
+        &hard,
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(summary(&o)["outcome"], "target");
