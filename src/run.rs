@@ -245,7 +245,7 @@ impl Run {
         }
         let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
         let started = Instant::now();
-        let settings = RunnerSettings { keep_output: !options.count_only };
+        let settings = RunnerSettings { keep_output: !options.count_only, ..RunnerSettings::default() };
         let runners = (0..options.workers).map(|_| searcher.runner(settings)).collect::<Result<Vec<_>, _>>();
         let runners = runners.map_err(RunError::Setup)?;
         let mut config = options.scheduler.clone();
@@ -312,7 +312,7 @@ impl Run {
         let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
         let local = options.workers as u32;
         let started = Instant::now();
-        let settings = RunnerSettings { keep_output: !options.count_only };
+        let settings = RunnerSettings { keep_output: !options.count_only, ..RunnerSettings::default() };
         let stacks: Option<Vec<_>> = (0..local).map(|_| searcher.stack_worker(settings)).collect();
         let unsplittable = || {
             RunError::Unsupported(

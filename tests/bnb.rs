@@ -403,6 +403,9 @@ fn a_stopped_run_keeps_its_incumbent_in_the_checkpoint_and_resumes_to_the_optimu
         let first = summary(&o)["best"]["value"].as_i64().expect("a solution before the stop");
         let saved = bts_checkpoints::load(&ck).unwrap().optimum.best.expect("the incumbent is saved");
         assert_eq!(saved.value, first);
+        let inspected = bts(&["inspect", ck_s]);
+        let inspected: serde_json::Value = serde_json::from_slice(&inspected.stdout).unwrap();
+        assert_eq!(inspected["best"]["value"], first);
         assert!(first <= expected);
         let o = bts(&["resume", ck_s, "--summary-json", "-"]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -428,7 +431,7 @@ fn a_legacy_branch_and_bound_gets_the_incumbent_and_reports_solutions() {
             let o = bts(&[&run[..], &exec].concat());
             assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
             let s = summary(&o);
-            assert_eq!(s["best"]["value"], expected, "{s}");
+            assert_eq!(s["best"]["value"], expected, "{s}\n{}", stderr(&o));
             assert!(s["best"]["pruned"].as_u64() > Some(0), "{s}");
             assert!(String::from_utf8_lossy(&o.stdout).starts_with(&format!("value={expected} ")));
         }
@@ -439,4 +442,23 @@ fn a_legacy_branch_and_bound_gets_the_incumbent_and_reports_solutions() {
     let exec = ["exec", "--persistent", "--retries", "0", "--", "python3", program, &file, "--bts"];
     let o = bts(&[&["run", "--workers", "1"][..], &exec].concat());
     assert_eq!(o.status.code(), Some(1));
+}
+
+/// The progress prober and `bts estimate` run jobs whose reports never reach the master: their
+/// solutions must not prune the workers' search (a regression: they once shared the incumbent).
+#[test]
+fn detached_runners_keep_their_solutions_to_themselves() {
+    use bts_protocol::{Budget, Job, JobId, NO_VALUE, ReportBatch};
+    use bts_worker::{RunnerSettings, Searcher, TreeSearcher};
+    let searcher = TreeSearcher::optimising(Knapsack::new(10, &[(6, 5), (5, 4)]).unwrap());
+    let node = searcher.root().unwrap();
+    let job =
+        Job { id: JobId(0), depth: 0, budget: Budget::UNLIMITED, max_depth: None, node, incumbent: Default::default() };
+    let mut batch = ReportBatch::default();
+    let detached = RunnerSettings { detached: true, ..RunnerSettings::default() };
+    searcher.runner(detached).unwrap().run(&job, &mut batch).unwrap();
+    assert_eq!(batch.solutions.iter().map(|s| s.value).max(), Some(11));
+    assert_eq!(searcher.incumbent().unwrap().value(), NO_VALUE);
+    searcher.runner(RunnerSettings::default()).unwrap().run(&job, &mut batch).unwrap();
+    assert_eq!(searcher.incumbent().unwrap().value(), 11);
 }

@@ -119,7 +119,8 @@ impl Searcher for ExecSearcher {
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
         let n = self.runners.fetch_add(1, Ordering::SeqCst);
         let name = self.config.program.file_name().map_or_else(|| "exec".into(), |f| f.to_string_lossy().into_owned());
-        let incumbent = Arc::clone(&self.incumbent);
+        // A detached runner's solutions never reach the master: it must not prune for the others.
+        let incumbent = if settings.detached { Arc::default() } else { Arc::clone(&self.incumbent) };
         let runner = ExecRunner::new(Arc::clone(&self.config), settings, format!("{name}#{n}"), incumbent)?;
         Ok(Box::new(runner))
     }

@@ -167,6 +167,12 @@ impl ExecRunner {
                 if self.config.persistent {
                     self.program = Some(program);
                 }
+                // The job's solutions go with its report (see `bts_worker::SharedIncumbent` for why
+                // that suffices); only now may the process's other jobs prune with them: a failed
+                // attempt's would prune its own retry.
+                for s in &batch.solutions[solutions_before..] {
+                    self.incumbent.raise(Incumbent { value: s.value, ..job.incumbent });
+                }
                 batch.reports.push(JobReport {
                     id: job.id,
                     visited,
@@ -294,8 +300,6 @@ impl ExecRunner {
                 }
                 Some(Line::Log(text)) => tracing::info!(worker = %self.tag, "{}", String::from_utf8_lossy(text)),
                 Some(Line::Solution { value, record }) if self.config.optimise => {
-                    // Reported with the job: see `bts_worker::SharedIncumbent` for why that suffices.
-                    self.incumbent.raise(Incumbent { value, ..job.incumbent });
                     batch.solutions.push(Solution { value, record: record.to_vec() });
                 }
                 Some(Line::Done { visited, leaves, max_depth, job: said, pruned }) => {

@@ -12,11 +12,15 @@ use std::time::Instant;
 pub struct RunnerSettings {
     /// Keep output records (false for `--count-only`: records are counted, not sent).
     pub keep_output: bool,
+    /// The runner's reports never reach the master (the progress prober, `bts estimate`): it keeps
+    /// an incumbent of its own, for a branch and bound must prune only with values whose records
+    /// the master gets.
+    pub detached: bool,
 }
 
 impl Default for RunnerSettings {
     fn default() -> Self {
-        Self { keep_output: true }
+        Self { keep_output: true, detached: false }
     }
 }
 
@@ -122,13 +126,8 @@ impl<T: Tree, G: Goal<T>> Searcher for TreeSearcher<T, G> {
     }
 
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
-        Ok(Box::new(TreeRunner {
-            tree: Arc::clone(&self.tree),
-            goal: Arc::clone(&self.goal),
-            settings,
-            out: String::new(),
-            found: Vec::new(),
-        }))
+        let goal = if settings.detached { Arc::new(self.goal.detached()) } else { Arc::clone(&self.goal) };
+        Ok(Box::new(TreeRunner { tree: Arc::clone(&self.tree), goal, settings, out: String::new(), found: Vec::new() }))
     }
 
     fn stack_worker(&self, settings: RunnerSettings) -> Option<Box<dyn crate::StackWorker>> {

@@ -143,6 +143,11 @@ pub trait Goal<T: Tree + ?Sized>: Send + Sync + 'static {
         None
     }
 
+    /// The same goal with an incumbent of its own (see `RunnerSettings::detached`).
+    fn detached(&self) -> Self
+    where
+        Self: Sized;
+
     /// A pruned node's later siblings are pruned too (see [`Optimise::BOUNDS_DESCEND`]).
     fn prunes_later_siblings(&self) -> bool {
         false
@@ -162,6 +167,10 @@ impl<T: Tree + ?Sized> Goal<T> for Enumerate {
     #[inline(always)]
     fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut String, _found: &mut Vec<Solution>) -> bool {
         tree.output(node, depth, out)
+    }
+
+    fn detached(&self) -> Self {
+        Enumerate
     }
 }
 
@@ -194,6 +203,10 @@ impl<T: Optimise + ?Sized> Goal<T> for Maximise {
 
     fn prunes_later_siblings(&self) -> bool {
         T::BOUNDS_DESCEND
+    }
+
+    fn detached(&self) -> Self {
+        Maximise::default()
     }
 }
 

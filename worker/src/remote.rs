@@ -78,7 +78,7 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), Re
     let searcher = build(&welcome.tree).map_err(|e| {
         RemoteError::Tree(format!("cannot build the master's tree '{}': {e}", welcome.tree.command_line()))
     })?;
-    let settings = RunnerSettings { keep_output: welcome.keep_output };
+    let settings = RunnerSettings { keep_output: welcome.keep_output, ..RunnerSettings::default() };
     // A master silent this long is gone (it pings more often).
     let silence = Duration::from_millis(welcome.silence_ms.max(1));
     stream.set_read_timeout(Some(silence)).map_err(|e| RemoteError::Lost(e.to_string()))?;
