@@ -6,6 +6,7 @@
 //! carry the incumbent the master knew when it handed them out, so no worker prunes with a value
 //! the master cannot back with a record.
 
+use crate::Totals;
 use bts_protocol::{Incumbent, NO_VALUE, Solution};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -76,6 +77,17 @@ impl Incumbents {
     /// A solution reached the target.
     pub(crate) fn reached_target(&self) -> bool {
         self.value != NO_VALUE && self.config.target.is_some_and(|t| self.value >= t)
+    }
+
+    /// Commits the best records as the run's output: appended to `output`, counted in `totals`.
+    pub(crate) fn write(&self, totals: &mut Totals, output: &mut Vec<u8>) {
+        totals.best = self.best();
+        for record in totals.best.iter().flat_map(|b| &b.records) {
+            output.extend_from_slice(record);
+            output.push(b'\n');
+            totals.outputs += 1;
+            totals.output_bytes += record.len() as u64 + 1;
+        }
     }
 
     /// The best solutions, if any was found.

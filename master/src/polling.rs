@@ -224,13 +224,7 @@ impl Coordinator {
     /// Commits the best records as the run's output.
     fn write_best(&mut self) {
         self.best_written = true;
-        self.totals.best = self.incumbents.best();
-        for record in self.totals.best.iter().flat_map(|b| &b.records) {
-            self.output.extend_from_slice(record);
-            self.output.push(b'\n');
-            self.totals.outputs += 1;
-            self.totals.output_bytes += record.len() as u64 + 1;
-        }
+        self.incumbents.write(&mut self.totals, &mut self.output);
     }
 
     /// Workers of a new process: returns the index of the first. They begin with the start of the

@@ -543,24 +543,11 @@ impl Scheduler {
             return;
         };
         if matches!(outcome, Outcome::Complete | Outcome::Stopped(StopReason::Target)) {
-            self.write_best();
+            self.incumbents.write(&mut self.totals, &mut self.output);
         }
         self.outcome = Some(outcome);
         for &id in self.workers.keys() {
             self.outbox.push_back((id, ToWorker::Finish));
-        }
-    }
-}
-
-impl Scheduler {
-    /// Commits the best solutions' records as the run's output, when it ends.
-    fn write_best(&mut self) {
-        self.totals.best = self.incumbents.best();
-        for record in self.totals.best.iter().flat_map(|b| &b.records) {
-            self.output.extend_from_slice(record);
-            self.output.push(b'\n');
-            self.totals.outputs += 1;
-            self.totals.output_bytes += record.len() as u64 + 1;
         }
     }
 }
