@@ -44,6 +44,7 @@ fn write_large() {
         jobs,
         seal: None,
         counters: Vec::new(),
+        optimum: Default::default(),
     };
     let dir = tempfile::tempdir_in(".").unwrap();
     let path = dir.path().join("large.ckpt");

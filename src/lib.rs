@@ -20,15 +20,15 @@ mod run;
 mod signals;
 mod summary;
 
-pub use bts_master::{BudgetConfig, Order, Outcome, SchedulerConfig, StopReason, Totals};
+pub use bts_master::{Best, BudgetConfig, OptimumConfig, Order, Outcome, SchedulerConfig, StopReason, Totals};
 pub use bts_protocol::TreeSpec;
 pub use bts_protocol::polling::SplitRule;
-pub use bts_worker::{AdjChildren, Adjacency, AdjacencyOracle, JobStats, Limits, Tree, search};
+pub use bts_worker::{AdjChildren, Adjacency, AdjacencyOracle, JobStats, Limits, Optimise, Tree, search};
 pub use registry::{BuildError, Registry};
 pub use run::{
     Finished, ListenOptions, MonitorOptions, PollingStart, ProgressMode, Run, RunError, RunMode, RunOptions, Stopper,
 };
-pub use summary::{BudgetSummary, Summary};
+pub use summary::{BestSummary, BudgetSummary, Summary};
 
 /// The built-in trees.
 pub use bts_trees as trees;

@@ -4,7 +4,7 @@
 //! A program built on the bts library registers its own trees next to the built-in ones and runs
 //! [`crate::cli::main_with`]; its workers then build the same trees by name.
 
-use crate::Tree;
+use crate::{Optimise, Tree};
 use bts_protocol::TreeSpec;
 use bts_worker::{Searcher, TreeSearcher};
 use std::collections::BTreeMap;
@@ -42,7 +42,7 @@ impl Registry {
         Self::default()
     }
 
-    /// The built-in trees: `uts`, `gw`, `queens`, `exec` (a program of yours, through the line
+    /// The built-in trees: `uts`, `gw`, `queens`, `knapsack`, `maxclique`, `exec` (a program of yours, through the line
     /// protocol) and `lrs` (lrslib's lrs, a process per job).
     pub fn builtin() -> Self {
         let mut r = Self::empty();
@@ -55,7 +55,25 @@ impl Registry {
         r.register::<bts_trees::UtsArgs, _>("uts", |a| bts_trees::Uts::new(a.params()?));
         r.register::<bts_trees::GwArgs, _>("gw", |a| Ok(a.build()));
         r.register::<bts_trees::QueensArgs, _>("queens", |a| Ok(a.build()));
+        r.register_optimising::<bts_trees::KnapsackArgs, _>("knapsack", |a| a.build());
+        r.register_optimising::<bts_trees::MaxCliqueArgs, _>("maxclique", |a| a.build());
         r
+    }
+
+    /// Registers a branch and bound ([`Optimise`]) whose options are parsed by clap into `A`, as
+    /// [`register`](Self::register) does for a plain tree.
+    pub fn register_optimising<A, T>(
+        &mut self,
+        name: &str,
+        build: impl Fn(A) -> Result<T, String> + Send + Sync + 'static,
+    ) where
+        A: clap::Parser,
+        T: Optimise,
+    {
+        self.register_parsed::<A>(name, move |args| {
+            let tree = build(args)?;
+            Ok(Arc::new(TreeSearcher::optimising(tree)) as Arc<dyn Searcher>)
+        });
     }
 
     /// Registers a [`Tree`] whose options are parsed by clap into `A`, then turned into the tree by

@@ -71,7 +71,7 @@ impl Remaining {
     /// `polling`: the run has no job list to sample, so the root is probed.
     pub fn spawn(searcher: &Arc<dyn Searcher>, polling: bool) -> Option<Self> {
         let root = if polling { Some(searcher.root().ok()?) } else { None };
-        let mut runner = match searcher.runner(RunnerSettings { keep_output: false }) {
+        let mut runner = match searcher.runner(RunnerSettings { keep_output: false, detached: true }) {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!("no progress estimate: {e}");

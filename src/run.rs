@@ -16,8 +16,8 @@
 
 use crate::monitor::{Monitor, TICK};
 pub use crate::monitor::{MonitorOptions, ProgressMode};
-use crate::summary::{Summary, TreeTotals};
-use bts_checkpoints::{Checkpoint, OutputSeal, StoredMode, StoredOptions};
+use crate::summary::{BestSummary, Summary, TreeTotals};
+use bts_checkpoints::{Checkpoint, OutputSeal, StoredMode, StoredOptimum, StoredOptions};
 use bts_master::polling::{Coordinator, StartPlan};
 use bts_master::{
     BudgetState, DriveOptions, Event, Observer, Outcome, Output, Pending, Plain, PollingRoutes, RunView, SavePoint,
@@ -203,6 +203,11 @@ impl Run {
         Self::with_searcher(TreeSpec::new(name, Vec::<String>::new()), Arc::new(TreeSearcher::new(tree)))
     }
 
+    /// A branch and bound over `tree`: the run keeps the best solution (see [`bts_worker::Optimise`]).
+    pub fn optimising<T: bts_worker::Optimise>(name: &str, tree: T) -> Self {
+        Self::with_searcher(TreeSpec::new(name, Vec::<String>::new()), Arc::new(TreeSearcher::optimising(tree)))
+    }
+
     /// A run of a type-erased tree (from the registry, or a legacy program).
     pub fn with_searcher(tree: TreeSpec, searcher: Arc<dyn Searcher>) -> Self {
         Self { tree, searcher, options: RunOptions::default(), resume: None, events: mpsc::channel() }
@@ -241,7 +246,7 @@ impl Run {
         }
         let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
         let started = Instant::now();
-        let settings = RunnerSettings { keep_output: !options.count_only };
+        let settings = RunnerSettings { keep_output: !options.count_only, ..RunnerSettings::default() };
         let runners = (0..options.workers).map(|_| searcher.runner(settings)).collect::<Result<Vec<_>, _>>();
         let runners = runners.map_err(RunError::Setup)?;
         let mut config = options.scheduler.clone();
@@ -308,7 +313,7 @@ impl Run {
         let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
         let local = options.workers as u32;
         let started = Instant::now();
-        let settings = RunnerSettings { keep_output: !options.count_only };
+        let settings = RunnerSettings { keep_output: !options.count_only, ..RunnerSettings::default() };
         let stacks: Option<Vec<_>> = (0..local).map(|_| searcher.stack_worker(settings)).collect();
         let unsplittable = || {
             RunError::Unsupported(
@@ -329,6 +334,12 @@ impl Run {
             }
         };
         let nodes: Vec<Returned> = initial_jobs.iter().cloned().map(Returned::from).collect();
+        // Local threads start before the coordinator can tell them anything: they take the
+        // incumbent (ties, the checkpoint's best) now.
+        if let Some(shared) = searcher.incumbent() {
+            let value = totals.best.as_ref().map_or(bts_protocol::NO_VALUE, |b| b.value);
+            shared.raise(bts_protocol::Incumbent { value, keep_ties: options.scheduler.optimum.keep_ties });
+        }
         // Selective starts visit nodes before the node limit is in force: with one, start plainly.
         let selective = fresh && start == PollingStart::Selective && options.scheduler.node_limit.is_none();
         let distributed = options.listen.is_some();
@@ -369,7 +380,8 @@ impl Run {
             })?);
         }
 
-        let mut coordinator = Coordinator::new(local, totals, options.scheduler.node_limit, initial_jobs.clone());
+        let mut coordinator = Coordinator::new(local, totals, options.scheduler.node_limit, initial_jobs.clone())
+            .optimising(options.scheduler.optimum);
         let (mut server, mut peer_server) = (None, None);
         if let Some(listen) = &options.listen {
             coordinator = coordinator.distributed(plan);
@@ -452,6 +464,7 @@ fn finished(
     let elapsed = Duration::from_secs_f64(saver.before.0) + saver.started.elapsed();
     let mut summary = Summary::new(&saver.tree.command_line(), &outcome, run, elapsed, saver.before.1 + 1);
     summary.tree_totals = searcher.counters().map(|c| TreeTotals::new(c, &run.totals().counters));
+    summary.best = BestSummary::of(searcher.optimises(), run.totals());
     let checkpoint_error = hooks.last_save_failed;
     let checkpoint = saver.options.checkpoint.clone().filter(|_| checkpoint_error.is_none());
     Ok(Finished { outcome, summary, checkpoint, checkpoint_error })
@@ -562,6 +575,11 @@ impl Checkpointer<'_> {
             jobs,
             seal: at.output_checksum.map(|crc| OutputSeal { crc, ended: at.last }),
             counters: scheduler.totals().counters.clone(),
+            optimum: StoredOptimum {
+                best: scheduler.totals().best.clone(),
+                pruned: scheduler.totals().pruned,
+                keep_ties: o.scheduler.optimum.keep_ties,
+            },
         };
         bts_checkpoints::write(path, &checkpoint)
     }

@@ -45,6 +45,42 @@ pub struct Summary {
     /// The tree's own totals (lrs's vertices, rays, ...), as an object under the tree's key.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub tree_totals: Option<TreeTotals>,
+    /// A branch and bound's best solution (`null` while none is found); absent for enumerations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best: Option<Option<BestSummary>>,
+}
+
+/// The `best` object of a branch and bound's summary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BestSummary {
+    pub value: i64,
+    /// The best solution's record.
+    pub record: String,
+    /// Every optimal record with `--all-best` (sorted), else the one record.
+    pub records: Vec<String>,
+    /// Nodes pruned by the bound.
+    pub pruned: u64,
+    /// Always true: when the incumbent improves depends on timing, so node counts vary between
+    /// runs (the optimum does not).
+    pub counts_vary: bool,
+}
+
+impl BestSummary {
+    /// The summary's `best` entry: `None` for a plain enumeration.
+    pub fn of(optimises: bool, totals: &Totals) -> Option<Option<BestSummary>> {
+        optimises.then(|| {
+            totals.best.as_ref().map(|b| {
+                let records: Vec<String> = b.records.iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect();
+                BestSummary {
+                    value: b.value,
+                    record: records.first().cloned().unwrap_or_default(),
+                    records,
+                    pruned: totals.pruned,
+                    counts_vary: true,
+                }
+            })
+        })
+    }
 }
 
 /// A tree's own totals, named, in the tree's order.
@@ -95,6 +131,7 @@ pub fn outcome_name(outcome: &Outcome) -> &'static str {
             StopReason::Signal => "signal",
             StopReason::JobFailed => "failed",
             StopReason::NoWorkers => "no-workers",
+            StopReason::Target => "target",
         },
     }
 }
@@ -127,10 +164,11 @@ impl Summary {
             max_queued: scheduler.peak_queued(),
             mixed_modes: false,
             tree_totals: None,
+            best: None,
         }
     }
 
-    /// Two lines for people.
+    /// Two lines for people (three for a branch and bound).
     pub fn human(&self) -> String {
         let t = &self.totals;
         let polling = self.mode == "polling";
@@ -162,9 +200,19 @@ impl Summary {
             let values: Vec<String> = t.values.iter().map(|(n, v)| format!("{n}={v}")).collect();
             format!("bts: {}: {}\n", t.key, values.join(" "))
         });
+        let best = match &self.best {
+            None => String::new(),
+            Some(None) => format!("bts: no solution found; {} pruned\n", plural(t.pruned, "nodes")),
+            Some(Some(b)) => format!(
+                "bts: best value {} ({}); {} pruned (node counts of a branch and bound vary between runs)\n",
+                b.value,
+                plural(b.records.len() as u64, "records"),
+                plural(b.pruned, "nodes")
+            ),
+        };
         format!(
             "bts: {}: {}{unreported}\n\
-             bts: {:.3} s, {:.3} M nodes/s, {}, {sharing}{left}\n{tree}",
+             bts: {:.3} s, {:.3} M nodes/s, {}, {sharing}{left}\n{tree}{best}",
             self.outcome,
             counts.join(", "),
             self.elapsed_s,
@@ -208,6 +256,7 @@ mod tests {
             max_queued: 1,
             mixed_modes: false,
             tree_totals: None,
+            best: None,
         }
     }
 

@@ -1,5 +1,8 @@
 //! The examples' trees through the public library API, against counts known independently.
 
+#[allow(dead_code)]
+#[path = "../examples/bnb.rs"]
+mod bnb;
 #[path = "../examples/linear_extensions/tree.rs"]
 mod linear_extensions;
 #[allow(dead_code)]
@@ -78,10 +81,27 @@ fn reverse_search_finds_every_permutation_once() {
 fn every_rust_snippet_of_the_readme_is_in_the_compiled_example() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/readme.rs")).unwrap();
+    let bnb = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/bnb.rs")).unwrap();
     let snippets: Vec<&str> = readme.split("```rust\n").skip(1).map(|rest| rest.split("```").next().unwrap()).collect();
-    assert_eq!(snippets.len(), 3, "the README's Rust snippets");
-    for snippet in snippets {
+    assert_eq!(snippets.len(), 4, "the README's Rust snippets");
+    for snippet in &snippets[..3] {
         assert!(example.contains(snippet), "examples/readme.rs lacks this README snippet:\n{snippet}");
+    }
+    assert!(bnb.contains(snippets[3]), "examples/bnb.rs lacks the README's branch and bound:\n{}", snippets[3]);
+}
+
+#[test]
+fn the_readme_branch_and_bound_finds_the_best_subset() {
+    let items = vec![31, 41, 59, 26, 53, 58, 97, 93, 23, 84, 62, 64, 33, 83, 27, 95, 2, 88];
+    for capacity in [0, 1, 100, 500, 777, 2000] {
+        // Every subset's sum, by brute force.
+        let sums = (0u32..1 << items.len())
+            .map(|set| (0..items.len()).filter(|&i| set >> i & 1 == 1).map(|i| items[i]).sum::<i64>());
+        let expected = sums.filter(|&s| s <= capacity).max().unwrap();
+        let best = bnb::best(items.clone(), capacity).unwrap().unwrap();
+        assert_eq!(best.value, expected, "capacity {capacity}");
+        let record = String::from_utf8(best.records[0].clone()).unwrap();
+        assert!(record.starts_with(&format!("sum {expected} items [")), "{record}");
     }
 }
 
@@ -95,7 +115,11 @@ fn a_plain_clap_derive_gives_a_tree_the_command_line() {
     use bts::cli::Exit;
     let mut registry = bts::Registry::builtin();
     registry.register::<readme::SubsetsArgs, _>("subsets", |args| Ok(readme::Subsets { n: args.n }));
-    assert!(registry.describe().contains("subsets  The subsets of {0, ..., n-1}"), "{}", registry.describe());
+    // One line per tree: its name, padded to the longest, then its description.
+    let described = |name: &str, about: &str| {
+        registry.describe().lines().any(|l| l.trim_start().strip_prefix(name).is_some_and(|r| r.trim_start() == about))
+    };
+    assert!(described("subsets", "The subsets of {0, ..., n-1}"), "{}", registry.describe());
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
     let args = ["mytree", "run", "--progress", "never", "--count-only", "--summary-json"];
@@ -115,7 +139,10 @@ fn a_plain_clap_derive_gives_a_tree_the_command_line() {
         n: u32,
     }
     registry.register::<Bare, _>("bare", |a| Ok(readme::Subsets { n: a.n }));
-    assert!(registry.describe().contains("bare     (no description)"), "{}", registry.describe());
+    let described = |name: &str, about: &str| {
+        registry.describe().lines().any(|l| l.trim_start().strip_prefix(name).is_some_and(|r| r.trim_start() == about))
+    };
+    assert!(described("bare", "(no description)"), "{}", registry.describe());
 }
 
 #[test]

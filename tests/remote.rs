@@ -12,21 +12,21 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A master process listening on loopback, with its stderr collected.
-struct Master {
+pub(crate) struct Master {
     child: Child,
-    address: String,
+    pub(crate) address: String,
     dir: tempfile::TempDir,
     log: std::thread::JoinHandle<String>,
 }
 
 impl Master {
     /// Starts `bts run --listen 127.0.0.1:0 --address-file ... ARGS` and waits for its address.
-    fn start(args: &[&str]) -> Master {
+    pub(crate) fn start(args: &[&str]) -> Master {
         Self::start_with(Command::new(env!("CARGO_BIN_EXE_bts")), &["run"], args)
     }
 
     /// Starts `COMMAND HEAD --listen 127.0.0.1:0 --address-file ... ARGS`.
-    fn start_with(mut command: Command, head: &[&str], args: &[&str]) -> Master {
+    pub(crate) fn start_with(mut command: Command, head: &[&str], args: &[&str]) -> Master {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("address");
         let summary = dir.path().join("summary.json");
@@ -58,7 +58,7 @@ impl Master {
     }
 
     /// Waits for the master to end: its exit code, summary and log.
-    fn finish(mut self) -> (Option<i32>, Value, String) {
+    pub(crate) fn finish(mut self) -> (Option<i32>, Value, String) {
         let status = wait_bounded(&mut self.child, Duration::from_secs(120));
         let log = self.log.join().unwrap();
         let summary = std::fs::read_to_string(self.dir.path().join("summary.json"))
@@ -68,12 +68,12 @@ impl Master {
     }
 }
 
-fn worker(args: &[&str]) -> Child {
+pub(crate) fn worker(args: &[&str]) -> Child {
     bts_command().arg("worker").args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
 }
 
 /// Waits (two minutes at most) for a worker to end: its exit code and log.
-fn worker_output(mut child: Child) -> (Option<i32>, String) {
+pub(crate) fn worker_output(mut child: Child) -> (Option<i32>, String) {
     let mut stderr = child.stderr.take().unwrap();
     let log = std::thread::spawn(move || {
         let mut text = String::new();
@@ -283,6 +283,7 @@ fn bad_peers_are_dropped_with_a_log_line_and_the_run_goes_on() {
         output_bytes: 0,
         elapsed_ns: 1,
         counters: Vec::new(),
+        pruned: 0,
     };
     let lie = WorkerFrame::Message {
         thread: 0,

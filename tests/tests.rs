@@ -2,6 +2,7 @@
 
 mod util;
 
+mod bnb;
 mod checkpoints;
 mod cli;
 mod examples;

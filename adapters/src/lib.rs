@@ -17,7 +17,7 @@ mod runner;
 pub use lrs::{LrsArgs, LrsSearcher};
 
 use bts_protocol::NodeBytes;
-use bts_worker::{JobRunner, RunnerSettings, Searcher};
+use bts_worker::{JobRunner, RunnerSettings, Searcher, SharedIncumbent};
 use clap::Parser;
 use runner::ExecRunner;
 use std::path::{Path, PathBuf};
@@ -47,6 +47,10 @@ pub struct ExecArgs {
     /// A job that takes longer fails (and is tried again)
     #[arg(long, value_name = "SECS", default_value_t = 600.0, value_parser = positive_seconds)]
     pub job_timeout: f64,
+    /// The program is a branch and bound: its jobs say the least value worth reporting (job lines,
+    /// BTS_LEAST, {least}) and it reports `solution <value> <record>` lines
+    #[arg(long)]
+    pub optimise: bool,
     /// The program and its arguments
     #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
     pub command: Vec<String>,
@@ -73,12 +77,16 @@ pub struct ExecConfig {
     pub retries: u32,
     pub job_timeout: Duration,
     pub max_line: usize,
+    /// A branch and bound (`--optimise`).
+    pub optimise: bool,
 }
 
 /// The `exec` tree.
 pub struct ExecSearcher {
     config: Arc<ExecConfig>,
     runners: AtomicUsize,
+    /// The incumbent of a branch and bound, shared by this process's runners.
+    incumbent: Arc<SharedIncumbent>,
 }
 
 impl ExecSearcher {
@@ -97,8 +105,9 @@ impl ExecSearcher {
             retries: args.retries,
             job_timeout: Duration::from_secs_f64(args.job_timeout),
             max_line: MAX_LINE,
+            optimise: args.optimise,
         };
-        Ok(Self { config: Arc::new(config), runners: AtomicUsize::new(0) })
+        Ok(Self { config: Arc::new(config), runners: AtomicUsize::new(0), incumbent: Arc::default() })
     }
 }
 
@@ -110,8 +119,14 @@ impl Searcher for ExecSearcher {
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
         let n = self.runners.fetch_add(1, Ordering::SeqCst);
         let name = self.config.program.file_name().map_or_else(|| "exec".into(), |f| f.to_string_lossy().into_owned());
-        let runner = ExecRunner::new(Arc::clone(&self.config), settings, format!("{name}#{n}"))?;
+        // A detached runner's solutions never reach the master: it must not prune for the others.
+        let incumbent = if settings.detached { Arc::default() } else { Arc::clone(&self.incumbent) };
+        let runner = ExecRunner::new(Arc::clone(&self.config), settings, format!("{name}#{n}"), incumbent)?;
         Ok(Box::new(runner))
+    }
+
+    fn incumbent(&self) -> Option<&SharedIncumbent> {
+        self.config.optimise.then_some(&*self.incumbent)
     }
 }
 

@@ -2,7 +2,7 @@
 //! writes and the lines a program answers with. Lines are bytes: records and nodes are carried
 //! exactly as the program wrote them, whatever their encoding.
 
-use bts_protocol::{Budget, Job};
+use bts_protocol::{Budget, Incumbent, Job, NO_VALUE};
 
 /// A line from the program.
 #[derive(Debug, PartialEq, Eq)]
@@ -11,9 +11,12 @@ pub enum Line<'a> {
     Out(&'a [u8]),
     /// `unexplored <depth> <node>`: a node generated but not visited.
     Unexplored { depth: u32, node: &'a [u8] },
-    /// `done <visited> [leaves=<n>] [max_depth=<n>] [job=<n>]`: the job is finished. `job` is
-    /// the number of jobs the process has been given, counting from 1, when it says.
-    Done { visited: u64, leaves: Option<u64>, max_depth: Option<u32>, job: Option<u64> },
+    /// `done <visited> [leaves=<n>] [max_depth=<n>] [job=<n>] [pruned=<n>]`: the job is finished.
+    /// `job` is the number of jobs the process has been given, counting from 1, when it says;
+    /// `pruned` the nodes a branch and bound did not enter.
+    Done { visited: u64, leaves: Option<u64>, max_depth: Option<u32>, job: Option<u64>, pruned: Option<u64> },
+    /// `solution <value> <record>`: a feasible solution of a branch and bound (`exec --optimise`).
+    Solution { value: i64, record: &'a [u8] },
     /// `log <text>`: a message for bts's log.
     Log(&'a [u8]),
 }
@@ -23,6 +26,11 @@ pub fn parse(line: &[u8]) -> Option<Line<'_>> {
     let (word, rest) = split_once(line, b' ').unwrap_or((line, b""));
     match word {
         b"out" => Some(Line::Out(rest)),
+        b"solution" => {
+            let (value, record) = split_once(rest, b' ').unwrap_or((rest, b""));
+            let value = number::<i64>(value).filter(|&v| v != NO_VALUE)?;
+            Some(Line::Solution { value, record })
+        }
         b"log" => Some(Line::Log(rest)),
         b"unexplored" => {
             let (depth, node) = split_once(rest, b' ')?;
@@ -34,18 +42,18 @@ pub fn parse(line: &[u8]) -> Option<Line<'_>> {
             let rest = rest.strip_suffix('\r').unwrap_or(rest);
             let mut parts = rest.split(' ').filter(|p| !p.is_empty());
             let visited = parts.next()?.parse().ok()?;
-            // leaves, max_depth and job, each at most once.
-            let mut fields = [None; 3];
+            // leaves, max_depth, job and pruned, each at most once.
+            let mut fields = [None; 4];
             for p in parts {
                 let (key, value) = p.split_once('=')?;
-                let i = ["leaves", "max_depth", "job"].iter().position(|&k| k == key)?;
+                let i = ["leaves", "max_depth", "job", "pruned"].iter().position(|&k| k == key)?;
                 if fields[i].replace(value.parse::<u64>().ok()?).is_some() {
                     return None;
                 }
             }
-            let [leaves, max_depth, job] = fields;
+            let [leaves, max_depth, job, pruned] = fields;
             let max_depth = max_depth.map(u32::try_from).transpose().ok()?;
-            Some(Line::Done { visited, leaves, max_depth, job })
+            Some(Line::Done { visited, leaves, max_depth, job, pruned })
         }
         _ => None,
     }
@@ -69,10 +77,25 @@ pub fn max_depth_text(d: Option<u32>) -> String {
     d.map_or_else(|| "inf".to_string(), |d| d.to_string())
 }
 
-/// The line that gives a persistent program its next job (with its newline).
-pub fn job_line(job: &Job) -> Vec<u8> {
+/// The least value a branch and bound's job must still report and search for: `none` before any
+/// solution, else one more than the incumbent's value, or the value itself when ties are kept.
+pub fn least_text(incumbent: Incumbent) -> String {
+    match incumbent.value {
+        NO_VALUE => "none".to_string(),
+        v if incumbent.keep_ties => v.to_string(),
+        v => v.saturating_add(1).to_string(),
+    }
+}
+
+/// The line that gives a persistent program its next job (with its newline); a branch and bound's
+/// (`optimise`) says the least value worth reporting before the node.
+pub fn job_line(job: &Job, optimise: bool) -> Vec<u8> {
     let node = job.node.as_slice();
-    let head = format!("job {} {} {} ", budget_text(job.budget), max_depth_text(job.max_depth), job.depth);
+    let mut head = format!("job {} {} {} ", budget_text(job.budget), max_depth_text(job.max_depth), job.depth);
+    if optimise {
+        head += &least_text(job.incumbent);
+        head.push(' ');
+    }
     let mut line = Vec::with_capacity(head.len() + node.len() + 1);
     line.extend_from_slice(head.as_bytes());
     line.extend_from_slice(node);
@@ -86,7 +109,31 @@ mod tests {
     use bts_protocol::{JobId, NodeBytes};
 
     fn done(visited: u64, leaves: Option<u64>, max_depth: Option<u32>, job: Option<u64>) -> Option<Line<'static>> {
-        Some(Line::Done { visited, leaves, max_depth, job })
+        Some(Line::Done { visited, leaves, max_depth, job, pruned: None })
+    }
+
+    #[test]
+    fn branch_and_bound_lines() {
+        assert_eq!(parse(b"solution -7 a b"), Some(Line::Solution { value: -7, record: b"a b" }));
+        assert_eq!(parse(b"solution 3"), Some(Line::Solution { value: 3, record: b"" }));
+        assert_eq!(parse(b"solution x y"), None);
+        assert_eq!(parse(b"solution -9223372036854775808 y"), None);
+        let pruned = Some(Line::Done { visited: 4, leaves: None, max_depth: None, job: None, pruned: Some(9) });
+        assert_eq!(parse(b"done 4 pruned=9"), pruned);
+        let job = Job {
+            id: JobId(1),
+            depth: 2,
+            budget: Budget(5),
+            max_depth: None,
+            node: NodeBytes::from_slice(b"n"),
+            incumbent: Incumbent { value: 10, keep_ties: false },
+        };
+        assert_eq!(job_line(&job, true), b"job 5 inf 2 11 n\n");
+        assert_eq!(job_line(&job, false), b"job 5 inf 2 n\n");
+        let ties = Job { incumbent: Incumbent { value: 10, keep_ties: true }, ..job.clone() };
+        assert_eq!(job_line(&ties, true), b"job 5 inf 2 10 n\n");
+        let none = Job { incumbent: Incumbent::NONE, ..job };
+        assert_eq!(job_line(&none, true), b"job 5 inf 2 none n\n");
     }
 
     #[test]
@@ -114,8 +161,9 @@ mod tests {
             budget: Budget(5),
             max_depth: None,
             node: NodeBytes::from_slice(b"\xff\x00z\r"),
+            incumbent: Default::default(),
         };
-        assert_eq!(job_line(&job), b"job 5 inf 1 \xff\x00z\r\n");
+        assert_eq!(job_line(&job, false), b"job 5 inf 1 \xff\x00z\r\n");
     }
 
     #[test]
@@ -146,10 +194,17 @@ mod tests {
 
     #[test]
     fn job_lines_say_inf_for_no_limit() {
-        let job = Job { id: JobId(1), depth: 3, budget: Budget(50), max_depth: Some(7), node: NodeBytes::new() };
+        let job = Job {
+            id: JobId(1),
+            depth: 3,
+            budget: Budget(50),
+            max_depth: Some(7),
+            node: NodeBytes::new(),
+            incumbent: Default::default(),
+        };
         let job = Job { node: NodeBytes::from_slice(b"1 2 3"), ..job };
-        assert_eq!(job_line(&job), b"job 50 7 3 1 2 3\n");
+        assert_eq!(job_line(&job, false), b"job 50 7 3 1 2 3\n");
         let job = Job { budget: Budget::UNLIMITED, max_depth: None, node: NodeBytes::from_slice(b"x"), ..job };
-        assert_eq!(job_line(&job), b"job inf inf 3 x\n");
+        assert_eq!(job_line(&job, false), b"job inf inf 3 x\n");
     }
 }

@@ -4,8 +4,8 @@
 use crate::ExecConfig;
 use crate::lines::{self, Line};
 use crate::process::{Next, Program, describe};
-use bts_protocol::{Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned};
-use bts_worker::{JobRunner, RunnerSettings};
+use bts_protocol::{Incumbent, Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned, Solution};
+use bts_worker::{JobRunner, RunnerSettings, SharedIncumbent};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::process::Command;
@@ -73,11 +73,18 @@ pub struct ExecRunner {
     jobs_given: u64,
     /// Something a one-shot program started escaped its process group (said once).
     escaped: bool,
+    /// The incumbent of a branch and bound, shared with the process's other runners.
+    incumbent: Arc<SharedIncumbent>,
 }
 
 impl ExecRunner {
-    pub fn new(config: Arc<ExecConfig>, settings: RunnerSettings, tag: String) -> Result<Self, String> {
-        let mut runner = Self { config, settings, tag, program: None, jobs_given: 0, escaped: false };
+    pub fn new(
+        config: Arc<ExecConfig>,
+        settings: RunnerSettings,
+        tag: String,
+        incumbent: Arc<SharedIncumbent>,
+    ) -> Result<Self, String> {
+        let mut runner = Self { config, settings, tag, program: None, jobs_given: 0, escaped: false, incumbent };
         if runner.config.persistent {
             // Start at once, so that a program that cannot start is noticed before the run.
             runner.program = Some(runner.start(None)?);
@@ -96,9 +103,13 @@ impl ExecRunner {
                 let budget = lines::budget_text(job.budget);
                 let max_depth = lines::max_depth_text(job.max_depth);
                 let depth = job.depth.to_string();
+                let least = lines::least_text(job.incumbent);
                 let fill = |arg: &String| {
-                    let arg =
+                    let mut arg =
                         arg.replace("{depth}", &depth).replace("{budget}", &budget).replace("{max_depth}", &max_depth);
+                    if c.optimise {
+                        arg = arg.replace("{least}", &least);
+                    }
                     let mut parts = arg.split("{node}");
                     let mut filled = OsString::from(parts.next().unwrap_or_default());
                     for part in parts {
@@ -110,6 +121,9 @@ impl ExecRunner {
                 command.args(c.args.iter().map(fill));
                 command.env("BTS_NODE", node).env("BTS_DEPTH", &depth);
                 command.env("BTS_BUDGET", &budget).env("BTS_MAX_DEPTH", &max_depth);
+                if c.optimise {
+                    command.env("BTS_LEAST", &least);
+                }
             }
             None => {
                 command.args(&c.args);
@@ -123,6 +137,8 @@ impl ExecRunner {
     /// One attempt at `job`; on failure the batch is left as it was.
     fn attempt(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), Failure> {
         let started = Instant::now();
+        // A branch and bound's job carries the best value this process knows.
+        let job = &Job { incumbent: self.known(job.incumbent), ..job.clone() };
         let deadline = started + self.config.job_timeout;
         let mut program = match self.program.take() {
             Some(p) => p,
@@ -133,22 +149,29 @@ impl ExecRunner {
                 tracing::error!(worker = %self.tag, "the program wrote after its last `done`; restarting it");
                 program = self.start(None).map_err(Failure::start)?;
             }
-            if let Err(e) = program.send(&lines::job_line(job)) {
+            if let Err(e) = program.send(&lines::job_line(job, self.config.optimise)) {
                 let status = describe(program.wait(Duration::from_millis(100)));
                 return Err(Failure::new(format!("cannot give the job to the program ({e}; {status})"), &program));
             }
             self.jobs_given += 1;
         }
         let (returned_before, output_before) = (batch.returned.len(), batch.output.len());
+        let solutions_before = batch.solutions.len();
         let result = self.read_job(&mut program, job, deadline, batch);
         let result = result.and_then(|done| match self.config.persistent {
             true => Ok(done),
             false => self.one_shot_end(&mut program, deadline).map(|()| done),
         });
         match result {
-            Ok((visited, leaves, max_depth, outputs)) => {
+            Ok((visited, leaves, max_depth, outputs, pruned)) => {
                 if self.config.persistent {
                     self.program = Some(program);
+                }
+                // The job's solutions go with its report (see `bts_worker::SharedIncumbent` for why
+                // that suffices); only now may the process's other jobs prune with them: a failed
+                // attempt's would prune its own retry.
+                for s in &batch.solutions[solutions_before..] {
+                    self.incumbent.raise(Incumbent { value: s.value, ..job.incumbent });
                 }
                 batch.reports.push(JobReport {
                     id: job.id,
@@ -160,6 +183,7 @@ impl ExecRunner {
                     output_bytes: (batch.output.len() - output_before) as u64,
                     elapsed_ns: started.elapsed().as_nanos() as u64,
                     counters: Vec::new(),
+                    pruned,
                 });
                 Ok(())
             }
@@ -167,6 +191,7 @@ impl ExecRunner {
                 program.kill();
                 batch.returned.truncate(returned_before);
                 batch.output.truncate(output_before);
+                batch.solutions.truncate(solutions_before);
                 Err(f)
             }
         }
@@ -214,7 +239,14 @@ impl ExecRunner {
         Ok(())
     }
 
-    /// Reads the program's answer to `job` up to its `done`: (visited, leaves, max_depth, outputs).
+    /// The incumbent a job must beat: the master's when it handed the job out, or better.
+    fn known(&self, master: Incumbent) -> Incumbent {
+        self.incumbent.raise(master);
+        Incumbent { value: self.incumbent.value(), ..master }
+    }
+
+    /// Reads the program's answer to `job` up to its `done`: (visited, leaves, max_depth, outputs,
+    /// pruned); its solutions go to the batch.
     #[allow(clippy::type_complexity)]
     fn read_job(
         &self,
@@ -222,7 +254,7 @@ impl ExecRunner {
         job: &Job,
         deadline: Instant,
         batch: &mut ReportBatch,
-    ) -> Result<(u64, Option<u64>, Option<u32>, u64), Failure> {
+    ) -> Result<(u64, Option<u64>, Option<u32>, u64, u64), Failure> {
         let mut outputs = 0u64;
         let output_before = batch.output.len();
         let mut returned_bytes = 0usize;
@@ -264,7 +296,10 @@ impl ExecRunner {
                     batch.returned.push(Returned { depth, node: NodeBytes::from_slice(node) });
                 }
                 Some(Line::Log(text)) => tracing::info!(worker = %self.tag, "{}", String::from_utf8_lossy(text)),
-                Some(Line::Done { visited, leaves, max_depth, job: said }) => {
+                Some(Line::Solution { value, record }) if self.config.optimise => {
+                    batch.solutions.push(Solution { value, record: record.to_vec() });
+                }
+                Some(Line::Done { visited, leaves, max_depth, job: said, pruned }) => {
                     // A program that numbers its answers has each checked against its job: a late
                     // or repeated `done` cannot answer the next job.
                     let given = if self.config.persistent { self.jobs_given } else { 1 };
@@ -272,14 +307,18 @@ impl ExecRunner {
                         let what = format!("a `done` for job {n}, but this is job {given} of the process");
                         return Err(Failure::with_line(what, &line, program));
                     }
-                    // Budgets are soft: a program may visit more than its budget, and says so.
-                    if visited == 0 {
+                    // Budgets are soft: a program may visit more than its budget, and says so. A
+                    // branch and bound may prune the job's own node (`done 0 pruned=1`).
+                    let pruned = pruned.unwrap_or(0);
+                    if visited == 0 && pruned == 0 {
                         let what = "`done 0`: the job's own node was not visited, and would be lost";
                         return Err(Failure::with_line(what, &line, program));
                     }
-                    return Ok((visited, leaves, max_depth, outputs));
+                    return Ok((visited, leaves, max_depth, outputs, pruned));
                 }
-                None => return Err(Failure::with_line("not a line of the protocol", &line, program)),
+                Some(Line::Solution { .. }) | None => {
+                    return Err(Failure::with_line("not a line of the protocol", &line, program));
+                }
             }
         }
     }

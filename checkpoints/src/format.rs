@@ -3,8 +3,9 @@
 use crate::{Checkpoint, OutputSeal, usable_seconds};
 
 pub const MAGIC: [u8; 8] = *b"bts-ckpt";
-/// Version 2 added the [`OutputSeal`] and the tree's counters; version 1 files are still read.
-pub const CURRENT_VERSION: u32 = 2;
+/// Version 2 added the [`OutputSeal`] and the tree's counters, version 3 the branch and bound's
+/// [`StoredOptimum`](crate::StoredOptimum); older files are still read.
+pub const CURRENT_VERSION: u32 = 3;
 const HEADER: usize = 8 + 4 + 8 + 4;
 
 /// Why a file is not a checkpoint this bts can use.
@@ -31,6 +32,7 @@ pub fn encode(checkpoint: &Checkpoint) -> Vec<u8> {
     let mut payload = postcard::to_allocvec(checkpoint).expect("checkpoints serialise");
     payload.extend(postcard::to_allocvec(&checkpoint.seal).expect("seals serialise"));
     payload.extend(postcard::to_allocvec(&checkpoint.counters).expect("counters serialise"));
+    payload.extend(postcard::to_allocvec(&checkpoint.optimum).expect("optima serialise"));
     let mut out = Vec::with_capacity(HEADER + payload.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&CURRENT_VERSION.to_le_bytes());
@@ -82,6 +84,9 @@ pub fn decode(bytes: &[u8]) -> Result<Checkpoint, LoadError> {
     if version >= 2 {
         (checkpoint.seal, rest) = postcard::take_from_bytes::<Option<OutputSeal>>(rest).map_err(cannot_decode)?;
         (checkpoint.counters, rest) = postcard::take_from_bytes::<Vec<u64>>(rest).map_err(cannot_decode)?;
+    }
+    if version >= 3 {
+        (checkpoint.optimum, rest) = postcard::take_from_bytes(rest).map_err(cannot_decode)?;
     }
     if !rest.is_empty() {
         return Err(LoadError::Corrupt("trailing bytes in the contents".into()));

@@ -4,14 +4,14 @@
 //! the budget controller's state, every job not yet committed (those in the job list and the start
 //! nodes of those that were out with workers) and the committed length of the output file.
 //!
-//! # File format (version 2)
+//! # File format (version 3)
 //! | bytes | content |
 //! | --- | --- |
 //! | 8 | magic `bts-ckpt` |
 //! | 4 | format version, little endian |
 //! | 8 | payload length, little endian |
 //! | 4 | CRC-32 of the version, the length and the payload, little endian |
-//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] and the tree's counters in postcard |
+//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] and the tree's counters, then (version 3) its [`StoredOptimum`], in postcard |
 //!
 //! Version 1 files, which have no output seal and no counters, are still read: their output file
 //! is checked by its length only.
@@ -28,7 +28,7 @@ pub use file::{load, write, write_atomically};
 pub use format::{CURRENT_VERSION, LoadError, MAGIC, decode, encode};
 pub use seal::{OutputSeal, OutputSum, sum_prefix};
 
-use bts_master::{BudgetConfig, BudgetState, Order, Pending, Totals};
+use bts_master::{Best, BudgetConfig, BudgetState, Order, Pending, Totals};
 use bts_protocol::TreeSpec;
 use bts_protocol::polling::SplitRule;
 use serde::{Deserialize, Serialize};
@@ -92,12 +92,31 @@ pub struct Checkpoint {
     /// version-1 file. Stored after the seal.
     #[serde(skip)]
     pub counters: Vec<u64>,
+    /// A branch and bound's incumbent (version 3; none in older files). Stored after the counters.
+    #[serde(skip)]
+    pub optimum: StoredOptimum,
+}
+
+/// What a checkpoint keeps of a branch and bound.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredOptimum {
+    /// The best solutions committed so far (`Totals::best`).
+    pub best: Option<Best>,
+    /// Nodes pruned so far (`Totals::pruned`).
+    pub pruned: u64,
+    /// The run keeps every optimal solution (`--all-best`).
+    pub keep_ties: bool,
 }
 
 impl Checkpoint {
     /// The committed totals, the tree's own counters included.
     pub fn committed_totals(&self) -> Totals {
-        Totals { counters: self.counters.clone(), ..self.totals.clone() }
+        Totals {
+            counters: self.counters.clone(),
+            best: self.optimum.best.clone(),
+            pruned: self.optimum.pruned,
+            ..self.totals.clone()
+        }
     }
 
     /// True when the run was complete: no job is left.

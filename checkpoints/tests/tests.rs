@@ -1,7 +1,9 @@
 //! Checkpoint files: round trips, atomic replacement, and every kind of bad file refused cleanly.
 
-use bts_checkpoints::{CURRENT_VERSION, Checkpoint, LoadError, OutputSeal, StoredOptions, decode, encode, load, write};
-use bts_master::{BudgetConfig, BudgetState, CostModel, Order, Pending, Totals};
+use bts_checkpoints::{
+    CURRENT_VERSION, Checkpoint, LoadError, OutputSeal, StoredOptimum, StoredOptions, decode, encode, load, write,
+};
+use bts_master::{Best, BudgetConfig, BudgetState, CostModel, Order, Pending, Totals};
 use bts_protocol::{NodeBytes, TreeSpec};
 use proptest::prelude::*;
 
@@ -27,7 +29,7 @@ fn sample(jobs: usize) -> Checkpoint {
             jobs: 99,
             returned: 140,
             output_bytes: 4096,
-            counters: Vec::new(),
+            ..Totals::default()
         },
         budget: {
             let mut cost = CostModel::default();
@@ -43,6 +45,11 @@ fn sample(jobs: usize) -> Checkpoint {
             .collect(),
         seal: Some(OutputSeal { crc: 0xDEAD_BEEF, ended: jobs == 0 }),
         counters: vec![7, 8],
+        optimum: StoredOptimum {
+            best: Some(Best { value: -3, records: vec![b"a".to_vec(), b"b c".to_vec()] }),
+            pruned: 77,
+            keep_ties: true,
+        },
     }
 }
 
@@ -102,11 +109,16 @@ fn bad_files_are_named_for_what_is_wrong() {
     expect(&zero, |e| matches!(e, LoadError::Corrupt(_) | LoadError::UnknownVersion(0)));
 }
 
-/// The bytes of a checkpoint file of format version 1, which had no output seal and no counters.
-fn encode_v1(checkpoint: &Checkpoint) -> Vec<u8> {
-    let payload = postcard::to_allocvec(checkpoint).unwrap();
+/// The bytes of a checkpoint file of format version 1 (no output seal, no counters) or 2 (no
+/// branch and bound).
+fn encode_old(checkpoint: &Checkpoint, version: u32) -> Vec<u8> {
+    let mut payload = postcard::to_allocvec(checkpoint).unwrap();
+    if version == 2 {
+        payload.extend(postcard::to_allocvec(&checkpoint.seal).unwrap());
+        payload.extend(postcard::to_allocvec(&checkpoint.counters).unwrap());
+    }
     let mut out = b"bts-ckpt".to_vec();
-    out.extend_from_slice(&1u32.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     let mut crc = crc32fast::Hasher::new();
     crc.update(&out[8..20]);
@@ -119,13 +131,21 @@ fn encode_v1(checkpoint: &Checkpoint) -> Vec<u8> {
 #[test]
 fn version_1_files_still_load_without_a_seal() {
     let mut checkpoint = sample(7);
-    let v1 = encode_v1(&checkpoint);
-    (checkpoint.seal, checkpoint.counters) = (None, Vec::new());
+    let v1 = encode_old(&checkpoint, 1);
+    (checkpoint.seal, checkpoint.counters, checkpoint.optimum) = (None, Vec::new(), StoredOptimum::default());
     assert_eq!(decode(&v1).unwrap(), checkpoint);
     // The current version stores the seal, absent or not.
     assert_eq!(decode(&encode(&checkpoint)).unwrap(), checkpoint);
     assert_eq!(decode(&encode(&sample(7))).unwrap(), sample(7));
-    assert_eq!(&encode(&sample(7))[8..12], &2u32.to_le_bytes());
+    assert_eq!(&encode(&sample(7))[8..12], &3u32.to_le_bytes());
+}
+
+#[test]
+fn version_2_files_still_load_without_an_incumbent() {
+    let mut checkpoint = sample(7);
+    let v2 = encode_old(&checkpoint, 2);
+    checkpoint.optimum = StoredOptimum::default();
+    assert_eq!(decode(&v2).unwrap(), checkpoint);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The bts master: the job list L, the budget controller, the scheduler (a state machine without
 //! I/O) and the driver that connects it to workers.
 
+mod best;
 mod budget;
 mod driver;
 mod joblist;
@@ -9,6 +10,7 @@ pub mod polling;
 mod scheduler;
 mod view;
 
+pub use best::{Best, OptimumConfig};
 pub use budget::{Assignment, BudgetConfig, BudgetController, BudgetState, CostModel};
 pub use driver::{
     Discard, DriveOptions, Event, Link, Observer, Output, Plain, PollingRoutes, ProcessLink, SavePoint, drive,

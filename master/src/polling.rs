@@ -30,6 +30,7 @@
 //! that reports `Finished` before the coordinator told it to finish is lost the same way: in a
 //! distributed run only the coordinator decides the end, so such a worker dropped its stack.
 
+use crate::best::{Incumbents, OptimumConfig};
 use crate::joblist::deal;
 use crate::scheduler::{Outcome, StopReason, Totals};
 use crate::view::RunView;
@@ -120,6 +121,9 @@ struct Waves {
 #[derive(Debug)]
 pub struct Coordinator {
     totals: Totals,
+    incumbents: Incumbents,
+    /// The best records were written as the output (the target was reached, or the run ended).
+    best_written: bool,
     /// Nodes committed before this segment of the run.
     nodes_before: u64,
     node_limit: Option<u64>,
@@ -149,6 +153,8 @@ impl Coordinator {
     /// A run of `workers` local polling workers, carrying on from `totals` with `jobs` waiting.
     pub fn new(workers: u32, totals: Totals, node_limit: Option<u64>, jobs: Vec<Pending>) -> Self {
         Self {
+            incumbents: Incumbents::new(OptimumConfig::default(), totals.best.as_ref()),
+            best_written: false,
             nodes_before: totals.nodes,
             last: Snapshot { totals: totals.clone(), jobs },
             totals,
@@ -178,11 +184,55 @@ impl Coordinator {
         self
     }
 
+    /// A branch and bound with these ties and target: workers are told the incumbent (that of the
+    /// checkpoint resumed, if any) before anything else.
+    pub fn optimising(mut self, config: OptimumConfig) -> Self {
+        self.incumbents = Incumbents::new(config, self.totals.best.as_ref());
+        self.tell_incumbent(0..self.slots.len() as u32);
+        self
+    }
+
+    /// Tells `workers` the incumbent, if there is anything to tell.
+    fn tell_incumbent(&mut self, workers: std::ops::Range<u32>) {
+        let incumbent = self.incumbents.incumbent();
+        if incumbent == bts_protocol::Incumbent::NONE {
+            return;
+        }
+        for w in workers {
+            self.outbox.push_back((w, PeerMsg::Incumbent(incumbent)));
+        }
+    }
+
+    /// Takes a report's solutions: an improvement goes to every worker, and one that reaches the
+    /// target stops the run (its records are the output, written at once).
+    fn take_solutions(&mut self, solutions: Vec<bts_protocol::Solution>) {
+        if solutions.is_empty() || !self.incumbents.offer(solutions) {
+            return;
+        }
+        self.totals.best = self.incumbents.best();
+        let live: Vec<u32> = (0..self.slots.len() as u32).filter(|&w| self.slots[w as usize].live()).collect();
+        let incumbent = self.incumbents.incumbent();
+        for w in live {
+            self.outbox.push_back((w, PeerMsg::Incumbent(incumbent)));
+        }
+        if self.incumbents.reached_target() && !self.best_written {
+            self.write_best();
+            self.request_pause(PauseFor::Stop(StopReason::Target));
+        }
+    }
+
+    /// Commits the best records as the run's output.
+    fn write_best(&mut self) {
+        self.best_written = true;
+        self.incumbents.write(&mut self.totals, &mut self.output);
+    }
+
     /// Workers of a new process: returns the index of the first. They begin with the start of the
     /// run, or nothing (they steal), or a pause under way.
     pub fn add_workers(&mut self, count: u32) -> u32 {
         let first = self.slots.len() as u32;
         self.slots.extend((0..count).map(|_| Slot::new()));
+        self.tell_incumbent(first..first + count);
         // A wave under way did not ask the newcomers.
         self.cancel_waves();
         if self.reset.is_some() {
@@ -280,6 +330,12 @@ impl Coordinator {
         }
         let reset = self.reset.take().expect("checked");
         self.totals = self.last.totals.clone();
+        // Solutions found since the snapshot are solutions still: the incumbent stays (and the
+        // records of a target reached are written again, the output being cut back).
+        self.totals.best = self.incumbents.best();
+        if std::mem::take(&mut self.best_written) {
+            self.write_best();
+        }
         self.output.clear();
         let nodes: Vec<Returned> = self.last.jobs.iter().cloned().map(Returned::from).collect();
         let live: Vec<u32> = (0..self.slots.len() as u32).filter(|&w| self.slots[w as usize].live()).collect();
@@ -354,12 +410,17 @@ impl Coordinator {
 
     fn check_finished(&mut self) {
         if self.slots.iter().all(|s| matches!(s.state, State::Finished | State::Gone)) {
+            if self.ending.is_none() && !self.best_written {
+                self.write_best();
+            }
             self.outcome = Some(self.ending.clone().unwrap_or(Outcome::Complete));
         }
     }
 
-    fn commit(&mut self, p: Progress) {
+    fn commit(&mut self, mut p: Progress) {
+        self.take_solutions(std::mem::take(&mut p.solutions));
         let t = &mut self.totals;
+        t.pruned += p.pruned;
         t.nodes += p.visited;
         t.leaves = t.leaves.map(|l| l + p.leaves);
         t.max_depth = t.max_depth.map(|d| d.max(p.max_depth));

@@ -15,6 +15,7 @@
 //! whatever that worker did for them is never counted. Output records are committed with their
 //! job's report, so they too appear exactly once.
 
+use crate::best::{Best, Incumbents, OptimumConfig};
 use crate::budget::{Assignment, BudgetConfig, BudgetController};
 use crate::joblist::{JobList, Order, Pending};
 use bts_protocol::{Budget, FromWorker, Job, JobFailure, JobId, JobReport, NodeBytes, ReportBatch, ToWorker};
@@ -35,6 +36,8 @@ pub struct SchedulerConfig {
     pub queue_ahead: Duration,
     /// Keep the number of nodes of every committed job, for [`Scheduler::job_sizes`].
     pub record_job_sizes: bool,
+    /// A branch and bound's ties and target.
+    pub optimum: OptimumConfig,
 }
 
 impl Default for SchedulerConfig {
@@ -45,6 +48,7 @@ impl Default for SchedulerConfig {
             node_limit: None,
             queue_ahead: Duration::from_millis(2),
             record_job_sizes: false,
+            optimum: OptimumConfig::default(),
         }
     }
 }
@@ -67,6 +71,12 @@ pub struct Totals {
     /// flat fields: the summary names them ([`crate::RunView`] users get the names from the tree).
     #[serde(skip)]
     pub counters: Vec<u64>,
+    /// A branch and bound's best solutions (kept by checkpoints apart, as the counters).
+    #[serde(skip)]
+    pub best: Option<Best>,
+    /// Nodes pruned by a branch and bound.
+    #[serde(skip)]
+    pub pruned: u64,
 }
 
 impl Default for Totals {
@@ -80,6 +90,8 @@ impl Default for Totals {
             returned: 0,
             output_bytes: 0,
             counters: Vec::new(),
+            best: None,
+            pruned: 0,
         }
     }
 }
@@ -95,6 +107,8 @@ pub enum StopReason {
     JobFailed,
     /// Every worker was lost and none can join.
     NoWorkers,
+    /// A branch and bound found a solution that reaches `--target`.
+    Target,
 }
 
 /// How a run ended.
@@ -147,6 +161,7 @@ pub struct Scheduler {
     config: SchedulerConfig,
     list: JobList,
     budget: BudgetController,
+    incumbents: Incumbents,
     workers: BTreeMap<WorkerId, WorkerSlot>,
     in_flight: HashMap<JobId, InFlight>,
     /// Budgets of the jobs in flight (for the node limit).
@@ -199,6 +214,7 @@ impl Scheduler {
         };
         Scheduler {
             list: JobList::new(config.order),
+            incumbents: Incumbents::new(config.optimum, totals.best.as_ref()),
             budget: controller,
             config,
             workers: BTreeMap::new(),
@@ -369,7 +385,8 @@ impl Scheduler {
             return Ok(());
         }
 
-        let ReportBatch { reports, returned, output } = batch;
+        let ReportBatch { reports, returned, output, solutions } = batch;
+        self.take_solutions(solutions);
         let mut returned = returned.into_iter();
         let mut output_at = 0usize;
         let t = &mut self.totals;
@@ -382,6 +399,7 @@ impl Scheduler {
             t.outputs += r.outputs;
             t.jobs += 1;
             t.returned += u64::from(r.returned);
+            t.pruned += r.pruned;
             add_counters(&mut t.counters, &r.counters);
             let end = output_at + r.output_bytes as usize;
             self.output.extend_from_slice(&output[output_at..end]);
@@ -398,6 +416,24 @@ impl Scheduler {
             }
         }
         Ok(())
+    }
+
+    /// Takes a batch's solutions: an improvement goes to every worker at once, and one that
+    /// reaches the target stops the run.
+    fn take_solutions(&mut self, solutions: Vec<bts_protocol::Solution>) {
+        if solutions.is_empty() || !self.incumbents.offer(solutions) {
+            return;
+        }
+        let incumbent = self.incumbents.incumbent();
+        tracing::debug!(value = incumbent.value, "a better solution");
+        for &id in self.workers.keys() {
+            self.outbox.push_back((id, ToWorker::Incumbent(incumbent)));
+        }
+        self.totals.best = self.incumbents.best();
+        if self.incumbents.reached_target() {
+            tracing::info!(value = incumbent.value, "the target is reached: stopping");
+            self.stop.get_or_insert(StopReason::Target);
+        }
     }
 
     /// The first of `reports` that would make a total overflow.
@@ -482,7 +518,8 @@ impl Scheduler {
             self.reserved = self.reserved.saturating_add(budget.0);
             bytes += pending.node.len();
             self.in_flight.insert(id, InFlight { worker, depth: pending.depth, budget, node: pending.node.clone() });
-            jobs.push(Job { id, depth: pending.depth, budget, max_depth: a.max_depth, node: pending.node });
+            let incumbent = self.incumbents.incumbent();
+            jobs.push(Job { id, depth: pending.depth, budget, max_depth: a.max_depth, node: pending.node, incumbent });
         }
         if !jobs.is_empty() {
             if let Some(slot) = self.workers.get_mut(&worker) {
@@ -505,6 +542,9 @@ impl Scheduler {
         } else {
             return;
         };
+        if matches!(outcome, Outcome::Complete | Outcome::Stopped(StopReason::Target)) {
+            self.incumbents.write(&mut self.totals, &mut self.output);
+        }
         self.outcome = Some(outcome);
         for &id in self.workers.keys() {
             self.outbox.push_back((id, ToWorker::Finish));
@@ -524,9 +564,9 @@ fn add_counters(totals: &mut Vec<u64>, job: &[u64]) {
 
 /// A report must describe a plausible run of its job. Budgets are soft: a job may visit more nodes
 /// than its budget (legacy programs such as lrs finish what they started), and counts what it
-/// visited; but it must visit its own node.
+/// visited; but it must visit its own node, unless a branch and bound pruned it.
 fn check_report(r: &JobReport) -> Result<(), String> {
-    if r.visited == 0 {
+    if r.visited == 0 && r.pruned == 0 {
         return Err(format!("job {} reports no visited node (its start node would be lost)", r.id.0));
     }
     Ok(())

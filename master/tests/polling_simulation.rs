@@ -402,6 +402,7 @@ impl Worker {
             outputs: v.outputs,
             output: v.output,
             stack: self.stack.len() as u64,
+            ..Progress::default()
         };
         (progress, v.ids)
     }

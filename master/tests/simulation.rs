@@ -1,15 +1,17 @@
 //! Deterministic simulation of the scheduler: fake workers run real budgeted searches, take their
 //! time, report in batches, die and join, and the run must still count every node exactly once and
-//! commit every output record exactly once.
+//! commit every output record exactly once; a branch and bound must find its exact optimum.
 
 use bts_master::{
-    BudgetConfig, BudgetState, Order, Outcome, Pending, RunView, Scheduler, SchedulerConfig, StopReason, Totals,
+    BudgetConfig, BudgetState, OptimumConfig, Order, Outcome, Pending, RunView, Scheduler, SchedulerConfig, StopReason,
+    Totals,
 };
 use bts_protocol::{FromWorker, Job, ReportBatch, ToWorker};
-use bts_trees::{Gw, Queens};
+use bts_trees::{Gw, Knapsack, Queens};
 use bts_worker::{JobRunner, Limits, RunnerSettings, Searcher, Tree, TreeSearcher, search};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// Any tree, with every node's debug form as its output record: exactly-once output is then
 /// exactly-once visiting, checkable node by node.
@@ -333,4 +335,172 @@ fn queens_solutions_are_committed_once_each_through_the_scheduler() {
     boards.dedup();
     assert_eq!(boards.len(), 92);
     assert_eq!(scheduler.totals().outputs, 92);
+}
+
+/// Branch and bound through the scheduler: worker processes of one to three threads share an
+/// incumbent (a searcher each), report in batches in any order, die with everything unsent, join,
+/// and the master crashes and resumes from checkpoints. The optimum must be exact and its record a
+/// real solution: a lost incumbent (a job committed after pruning with a value whose record never
+/// arrived) fails the check.
+struct BnbSim {
+    tree: Arc<Knapsack>,
+    config: SchedulerConfig,
+    scheduler: Scheduler,
+    workers: BTreeMap<u64, ProcessThread>,
+    next: u64,
+    snapshot: Option<Snapshot>,
+}
+
+/// A worker thread of a process: its process, runner, queued jobs and unsent batch.
+type ProcessThread = (u64, Box<dyn JobRunner>, VecDeque<Job>, ReportBatch);
+
+impl BnbSim {
+    fn new(tree: Knapsack, config: SchedulerConfig) -> Self {
+        let root = TreeSearcher::optimising(tree.clone()).root().unwrap();
+        let scheduler = Scheduler::new(config.clone(), root);
+        Self { tree: Arc::new(tree), config, scheduler, workers: BTreeMap::new(), next: 0, snapshot: None }
+    }
+
+    /// A process with `threads` workers, sharing one incumbent.
+    fn join(&mut self, threads: u64) {
+        let searcher = TreeSearcher::optimising((*self.tree).clone());
+        let process = self.next;
+        for _ in 0..threads {
+            let runner = searcher.runner(RunnerSettings::default()).unwrap();
+            self.workers.insert(self.next, (process, runner, VecDeque::new(), ReportBatch::default()));
+            self.scheduler.add_worker(self.next, 1);
+            self.next += 1;
+        }
+        self.deliver();
+    }
+
+    fn deliver(&mut self) {
+        while let Some((id, message)) = self.scheduler.poll_send() {
+            if let Some((_, runner, queue, _)) = self.workers.get_mut(&id) {
+                match message {
+                    ToWorker::Jobs(jobs) => queue.extend(jobs),
+                    ToWorker::Incumbent(incumbent) => runner.raise(incumbent),
+                    ToWorker::Finish => {}
+                }
+            }
+        }
+        self.scheduler.clear_output();
+    }
+
+    fn run_one(&mut self, id: u64) {
+        if let Some((_, runner, queue, batch)) = self.workers.get_mut(&id)
+            && let Some(job) = queue.pop_front()
+        {
+            runner.run(&job, batch).unwrap();
+        }
+    }
+
+    fn flush(&mut self, id: u64) {
+        if let Some((_, _, _, batch)) = self.workers.get_mut(&id)
+            && !batch.is_empty()
+        {
+            let batch = std::mem::take(batch);
+            self.scheduler.handle_message(id, FromWorker::Reports(batch)).unwrap();
+            self.deliver();
+        }
+    }
+
+    /// Worker `id`'s process dies: none of its threads' unsent batches arrive.
+    fn kill_process(&mut self, id: u64) {
+        let Some(&(process, ..)) = self.workers.get(&id) else { return };
+        let doomed: Vec<u64> = self.workers.iter().filter(|(_, w)| w.0 == process).map(|(&i, _)| i).collect();
+        for i in doomed {
+            self.workers.remove(&i);
+            self.scheduler.handle_disconnect(i);
+        }
+        self.deliver();
+    }
+
+    fn checkpoint(&mut self) {
+        let s = &self.scheduler;
+        self.snapshot =
+            Some(Snapshot { totals: s.totals().clone(), budget: s.budget().state().clone(), jobs: s.pending_jobs() });
+    }
+
+    fn crash_and_resume(&mut self) {
+        let Some(snap) = &self.snapshot else { return };
+        self.workers.clear();
+        self.scheduler =
+            Scheduler::resume(self.config.clone(), snap.totals.clone(), Some(snap.budget.clone()), snap.jobs.clone());
+        self.join(2);
+    }
+
+    fn nth_worker(&self, n: usize) -> Option<u64> {
+        let ids: Vec<u64> = self.workers.keys().copied().collect();
+        (!ids.is_empty()).then(|| ids[n % ids.len()])
+    }
+
+    fn finish(&mut self) -> Outcome {
+        if self.workers.is_empty() {
+            self.join(1);
+        }
+        while self.scheduler.outcome().is_none() {
+            let ids: Vec<u64> = self.workers.keys().copied().collect();
+            for id in ids {
+                self.run_one(id);
+                self.flush(id);
+            }
+        }
+        self.scheduler.outcome().unwrap().clone()
+    }
+}
+
+/// The optimum by dynamic programming over capacities.
+fn knapsack_dp(capacity: u64, items: &[(u64, u64)]) -> i64 {
+    let mut best = vec![0u64; capacity as usize + 1];
+    for &(v, w) in items {
+        for c in (w as usize..=capacity as usize).rev() {
+            best[c] = best[c].max(best[c - w as usize] + v);
+        }
+    }
+    best[capacity as usize] as i64
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_optimum_survives_any_schedule(
+        items in proptest::collection::vec((0u64..50, 1u64..30), 4..18),
+        config in config_strategy(),
+        keep_ties in any::<bool>(),
+        actions in proptest::collection::vec((0u8..12, any::<usize>()), 0..400),
+    ) {
+        let capacity = items.iter().map(|i| i.1).sum::<u64>() / 2;
+        let expected = knapsack_dp(capacity, &items);
+        let config = SchedulerConfig { optimum: OptimumConfig { keep_ties, target: None }, ..config };
+        let mut sim = BnbSim::new(Knapsack::new(capacity, &items).unwrap(), config);
+        sim.join(3);
+        for (action, n) in actions {
+            let Some(id) = sim.nth_worker(n) else { sim.join(1 + n as u64 % 3); continue };
+            match action {
+                0..=5 => sim.run_one(id),
+                6..=7 => sim.flush(id),
+                8 => sim.kill_process(id),
+                9 => sim.join(1 + n as u64 % 3),
+                10 => sim.checkpoint(),
+                _ => sim.crash_and_resume(),
+            }
+            if sim.scheduler.outcome().is_some() {
+                break;
+            }
+        }
+        prop_assert_eq!(sim.finish(), Outcome::Complete);
+        let best = sim.scheduler.totals().best.clone().expect("the empty packing at least");
+        prop_assert_eq!(best.value, expected);
+        // The record is a real packing of that value.
+        for record in &best.records {
+            let text = String::from_utf8(record.clone()).unwrap();
+            let taken = text.split("items=").nth(1).unwrap();
+            let (v, w) = taken.split(',').filter(|s| !s.is_empty()).map(|s| items[s.parse::<usize>().unwrap()])
+                .fold((0, 0), |(v, w), (iv, iw)| (v + iv, w + iw));
+            prop_assert!(w <= capacity);
+            prop_assert_eq!(v as i64, expected);
+        }
+    }
 }

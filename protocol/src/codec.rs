@@ -189,6 +189,7 @@ mod tests {
             output_bytes: 6,
             elapsed_ns: 12345,
             counters: vec![3, 1],
+            pruned: 4,
         };
         vec![
             WorkerFrame::Hello { threads: 4, nonce: [9; 32], peer_address: Some("10.0.0.2:4000".into()) },
@@ -199,6 +200,7 @@ mod tests {
                     reports: vec![report],
                     returned: vec![Returned { depth: 5, node: NodeBytes::from_slice(&[1, 2, 3]) }],
                     output: b"a\nbb\n\n".to_vec(),
+                    solutions: vec![crate::Solution { value: -5, record: b"x y".to_vec() }],
                 }),
             },
             WorkerFrame::Pong { seq: u64::MAX },
@@ -322,6 +324,7 @@ mod tests {
                 budget: Budget(1),
                 max_depth: None,
                 node: NodeBytes::from_slice(&vec![0u8; MAX_FRAME]),
+                incumbent: Default::default(),
             }]),
         };
         let mut out = vec![1, 2, 3];

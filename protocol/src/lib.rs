@@ -15,7 +15,7 @@ pub mod polling;
 pub mod runtime;
 pub mod wire;
 
-pub use job::{BatchError, Budget, Job, JobId, JobReport, ReportBatch, Returned};
+pub use job::{BatchError, Budget, Incumbent, Job, JobId, JobReport, NO_VALUE, ReportBatch, Returned, Solution};
 pub use message::{FromWorker, JobFailure, ToWorker, TreeSpec};
 pub use node::NodeBytes;
 pub use wire::{MasterFrame, PeerEntry, PeerFrame, Preamble, Welcome, WireMode, WorkerFrame};

@@ -1,6 +1,6 @@
 //! The messages of a run, whatever carries them (a channel to a thread or a TCP connection).
 
-use crate::{Job, JobId, ReportBatch};
+use crate::{Incumbent, Job, JobId, ReportBatch};
 use serde::{Deserialize, Serialize};
 
 /// Master to worker.
@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 pub enum ToWorker {
     /// More jobs to run, in addition to those the worker holds.
     Jobs(Vec<Job>),
+    /// A better solution was found elsewhere: prune with this value from now on.
+    Incumbent(Incumbent),
     /// The run is over: stop once the current message is handled.
     Finish,
 }

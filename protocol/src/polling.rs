@@ -1,6 +1,6 @@
 //! Messages of the random-polling mode: between workers, and between workers and the coordinator.
 
-use crate::{JobFailure, Returned};
+use crate::{Incumbent, JobFailure, Returned, Solution};
 use serde::{Deserialize, Serialize};
 
 /// How a busy worker divides its stack with a thief.
@@ -25,6 +25,10 @@ pub struct Progress {
     pub output: Vec<u8>,
     /// Nodes waiting on the worker's stack when it said so.
     pub stack: u64,
+    /// Nodes pruned by a branch and bound.
+    pub pruned: u64,
+    /// Solutions of a branch and bound found since the last report (see `ReportBatch`).
+    pub solutions: Vec<Solution>,
 }
 
 /// Messages to a polling worker, from another worker or from the coordinator. Steal messages carry
@@ -48,6 +52,8 @@ pub enum PeerMsg {
     Start { root: Returned, index: u32, of: u32, epoch: u32 },
     /// Drop the stack and everything of earlier epochs; wait for `Resume` (a rollback).
     Reset { epoch: u32 },
+    /// A better solution was found elsewhere (branch and bound).
+    Incumbent(Incumbent),
     /// The run is over.
     Finish,
 }
@@ -92,5 +98,7 @@ impl Progress {
         self.outputs += other.outputs;
         self.output.extend_from_slice(&other.output);
         self.stack = other.stack;
+        self.pruned += other.pruned;
+        self.solutions.extend(other.solutions);
     }
 }

@@ -19,7 +19,7 @@ use crate::{FromWorker, ToWorker, TreeSpec};
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: [u8; 8] = *b"bts-wire";
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 pub const PREAMBLE_LEN: usize = 12;
 
 /// Magic and version, sent first by both sides.

@@ -262,6 +262,10 @@ pub struct OutputArgs {
     /// Write the nodes of every job to FILE, one per line
     #[arg(long, value_name = "FILE")]
     pub freq: Option<PathBuf>,
+    /// Branch and bound: write every optimal solution, not just one (subtrees that can only tie
+    /// the best are searched too)
+    #[arg(long)]
+    pub all_best: bool,
 }
 
 #[derive(Debug, Args)]
@@ -283,6 +287,10 @@ pub struct StopArgs {
     /// Stop after SECS seconds (fractions allowed; exit status 3)
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     pub time_limit: Option<Duration>,
+    /// Branch and bound: stop as soon as a solution of value V or more is found (exit status 0,
+    /// outcome "target")
+    #[arg(long, value_name = "V", allow_negative_numbers = true)]
+    pub target: Option<i64>,
 }
 
 fn parse_budget(s: &str) -> Result<u64, String> {

@@ -44,7 +44,7 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
                 let probes = args.probes / threads as u64 + u64::from((t as u64) < args.probes % threads as u64);
                 let (searcher, root, shared) = (&searcher, &root, &shared);
                 scope.spawn(move || -> Result<(), String> {
-                    let mut runner = searcher.runner(RunnerSettings { keep_output: false })?;
+                    let mut runner = searcher.runner(RunnerSettings { keep_output: false, detached: true })?;
                     let mut rng = SplitMix64::new(seed ^ (t as u64).wrapping_mul(0xA076_1D64_78BD_642F));
                     for _ in 0..probes {
                         let e = probe(&mut *runner, root.clone(), 0, &mut |d| rng.below(d))

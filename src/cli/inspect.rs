@@ -20,6 +20,12 @@ pub fn inspect(path: &Path) -> Result<Exit, CliError> {
         "elapsed_s": ck.elapsed_s,
         "segments": ck.segments,
         "output": {"path": ck.options.output, "committed_bytes": ck.output_len},
+        "best": ck.optimum.best.as_ref().map(|b| json!({
+            "value": b.value,
+            "records": b.records.iter().map(|r| String::from_utf8_lossy(r)).collect::<Vec<_>>(),
+            "all_best": ck.optimum.keep_ties,
+            "pruned": ck.optimum.pruned,
+        })),
     });
     println!("{report}");
     Ok(Exit::Complete)

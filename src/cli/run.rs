@@ -7,7 +7,8 @@ use super::worker::{read_or_make_token, read_token};
 use super::{CliError, Exit, build_tree, print_clap};
 use crate::{ListenOptions, MonitorOptions, PollingStart, ProgressMode, Registry, Run, RunMode, RunOptions, SplitRule};
 use bts_checkpoints::{Checkpoint, StoredMode};
-use bts_master::{BudgetConfig, Discard, Order, Outcome, Output, SchedulerConfig, StopReason};
+use bts_master::{BudgetConfig, Discard, OptimumConfig, Order, Outcome, Output, SchedulerConfig, StopReason};
+use bts_protocol::TreeSpec;
 use bts_worker::remote::{MasterAddress, RemoteOptions};
 use bts_worker::{FileFrame, Searcher};
 use clap::{CommandFactory, FromArgMatches};
@@ -36,6 +37,7 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     if args.stopping.checkpoint_every.is_some() && args.stopping.checkpoint.is_none() {
         return Err(CliError::usage("--checkpoint-every needs --checkpoint FILE"));
     }
+    check_optimising(&args, &*searcher, &spec)?;
     let mut options = run_options(&args, None)?;
     let output_path = args.output.output.as_deref().filter(|_| !args.output.count_only);
     files::check(&args, output_path, options.checkpoint.as_deref())?;
@@ -305,7 +307,7 @@ fn execute(
         return Err(CliError::failure(format!("the run ended ({}), but {}", summary.outcome, resume_hint())));
     }
     match &finished.outcome {
-        Outcome::Complete => Ok(Exit::Complete),
+        Outcome::Complete | Outcome::Stopped(StopReason::Target) => Ok(Exit::Complete),
         Outcome::Stopped(StopReason::NoWorkers) => {
             Err(CliError::failure(format!("every worker was lost; {}", resume_hint())))
         }
@@ -317,6 +319,19 @@ fn execute(
             Err(CliError::failure(format!("a job failed at node {}: {}\nbts: {}", f.node, f.message, resume_hint())))
         }
     }
+}
+
+/// `--target` and `--all-best` need a branch and bound.
+fn check_optimising(args: &RunArgs, searcher: &dyn Searcher, spec: &TreeSpec) -> Result<(), CliError> {
+    let option = match (args.stopping.target.is_some(), args.output.all_best) {
+        (true, _) => "--target",
+        (false, true) => "--all-best",
+        (false, false) => return Ok(()),
+    };
+    if searcher.optimises() {
+        return Ok(());
+    }
+    Err(CliError::usage(format!("{option} needs a branch and bound, and the tree '{}' is not one", spec.name)))
 }
 
 /// Checks the options together and turns them into the run's configuration; when resuming, options
@@ -381,6 +396,10 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
             order,
             budget,
             node_limit: args.stopping.node_limit,
+            optimum: OptimumConfig {
+                keep_ties: args.output.all_best || resuming.is_some_and(|c| c.optimum.keep_ties),
+                target: args.stopping.target,
+            },
             ..SchedulerConfig::default()
         },
         time_limit: args.stopping.time_limit,

@@ -1,6 +1,8 @@
 //! Budgeted depth-first search: the work of one job.
 
 use crate::Tree;
+use crate::optimise::{Enumerate, Goal};
+use bts_protocol::Solution;
 
 /// How far a job may go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +55,8 @@ pub struct JobStats {
     pub max_depth: u32,
     /// Output records written.
     pub outputs: u64,
+    /// Nodes pruned by a branch and bound (see [`search_with`]).
+    pub pruned: u64,
 }
 
 /// Searches the subtree of `start` (at depth `start_depth`) depth first, visiting at most
@@ -74,32 +78,63 @@ pub fn search<T: Tree + ?Sized>(
     out: &mut impl Records,
     returned: &mut impl FnMut(T::Node, u32),
 ) -> JobStats {
-    search_from(tree, &start, start_depth, limits, out, returned)
+    search_with(tree, &Enumerate, Job { start: &start, depth: start_depth, limits }, out, &mut Vec::new(), returned)
 }
 
-/// [`search`] with the start node borrowed, so that it survives a panic of the oracle.
-pub fn search_from<T: Tree + ?Sized>(
+/// Where a search starts and how far it may go. The start node is borrowed, so that it survives a
+/// panic of the oracle.
+pub struct Job<'a, N> {
+    pub start: &'a N,
+    pub depth: u32,
+    pub limits: Limits,
+}
+
+/// As [`search`], with a [`Goal`]: a node the goal does not admit (when it is about to be visited
+/// or returned) is pruned, counted in [`JobStats::pruned`] and dropped with its subtree; solutions
+/// the goal finds go to `found`. The start node too may be pruned: then nothing is visited.
+pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
     tree: &T,
-    start: &T::Node,
-    start_depth: u32,
-    limits: Limits,
+    goal: &G,
+    job: Job<'_, T::Node>,
     out: &mut impl Records,
+    found: &mut Vec<Solution>,
     returned: &mut impl FnMut(T::Node, u32),
 ) -> JobStats {
+    let Job { start, depth: start_depth, limits } = job;
     let budget = limits.budget.max(1);
     let max_depth = limits.max_depth.unwrap_or(u32::MAX);
     let mut stats = JobStats { max_depth: start_depth, ..JobStats::default() };
+    if !goal.admits(tree, start, start_depth) {
+        stats.pruned = 1;
+        return stats;
+    }
+    // The next child of `children` worth searching; the others are pruned. When bounds descend,
+    // the first pruned child ends the list (the callers never ask that iterator again).
+    let mut pruned = 0;
+    let skip_rest = goal.prunes_later_siblings();
+    let mut next = |children: &mut T::Children<'_>, depth: u32| {
+        for child in children.by_ref() {
+            if goal.admits(tree, &child, depth) {
+                return Some(child);
+            }
+            pruned += 1;
+            if skip_rest {
+                return None;
+            }
+        }
+        None
+    };
     // stack[i] holds the untaken children of the node at depth start_depth + i.
     let mut stack: Vec<T::Children<'_>> = Vec::new();
     let mut depth = start_depth;
     // The children of the node just visited, at `depth`.
-    let mut children = visit(tree, start, depth, out, &mut stats);
+    let mut children = visit(tree, goal, start, depth, out, found, &mut stats);
     loop {
         if stats.visited == budget || depth >= max_depth {
             // Either the budget is spent or the children lie beyond the depth limit: hand the
             // children back unvisited.
             let mut any = false;
-            for child in children {
+            while let Some(child) = next(&mut children, depth + 1) {
                 any = true;
                 returned(child, depth + 1);
             }
@@ -107,20 +142,21 @@ pub fn search_from<T: Tree + ?Sized>(
                 stats.leaves += 1;
             }
             if stats.visited == budget {
-                while let Some(frame) = stack.pop() {
+                while let Some(mut frame) = stack.pop() {
                     let child_depth = start_depth + stack.len() as u32 + 1;
-                    for child in frame {
+                    while let Some(child) = next(&mut frame, child_depth) {
                         returned(child, child_depth);
                     }
                 }
+                stats.pruned = pruned;
                 return stats;
             }
-        } else if let Some(child) = children.next() {
+        } else if let Some(child) = next(&mut children, depth + 1) {
             stack.push(children);
             depth += 1;
             // Only a step down can go deeper than every node so far.
             stats.max_depth = stats.max_depth.max(depth);
-            children = visit(tree, &child, depth, out, &mut stats);
+            children = visit(tree, goal, &child, depth, out, found, &mut stats);
             continue;
         } else {
             stats.leaves += 1;
@@ -128,12 +164,14 @@ pub fn search_from<T: Tree + ?Sized>(
 
         // Backtrack to the next sibling.
         loop {
+            let child_depth = start_depth + stack.len() as u32;
             let Some(top) = stack.last_mut() else {
+                stats.pruned = pruned;
                 return stats;
             };
-            if let Some(child) = top.next() {
-                depth = start_depth + stack.len() as u32;
-                children = visit(tree, &child, depth, out, &mut stats);
+            if let Some(child) = next(top, child_depth) {
+                depth = child_depth;
+                children = visit(tree, goal, &child, depth, out, found, &mut stats);
                 break;
             }
             stack.pop();
@@ -141,17 +179,20 @@ pub fn search_from<T: Tree + ?Sized>(
     }
 }
 
-/// Counts `node`, hands its record to `out` and gives its children.
+/// Counts `node`, hands it to the goal (which writes its record to `out`, or offers it as a
+/// solution) and gives its children.
 #[inline(always)]
-fn visit<'a, T: Tree + ?Sized>(
+fn visit<'a, T: Tree + ?Sized, G: Goal<T>>(
     tree: &'a T,
+    goal: &G,
     node: &T::Node,
     depth: u32,
     out: &mut impl Records,
+    found: &mut Vec<Solution>,
     stats: &mut JobStats,
 ) -> T::Children<'a> {
     stats.visited += 1;
-    stats.outputs += u64::from(out.record(tree, node, depth));
+    stats.outputs += u64::from(goal.visit(tree, node, depth, out, found));
     tree.children(node, depth)
 }
 

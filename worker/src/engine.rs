@@ -1,8 +1,9 @@
 //! Type erasure from a [`Tree`] down to jobs and reports, so that the worker loops, the master and
 //! the command line handle every tree (built-in, user-defined or a legacy program) alike.
 
-use crate::{CountOnly, Limits, Tree, search, unwind};
-use bts_protocol::{Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned};
+use crate::optimise::{Enumerate, Goal, Maximise, Optimise, SharedIncumbent};
+use crate::{CountOnly, Limits, Tree, search_with, unwind};
+use bts_protocol::{Incumbent, Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned, Solution};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,11 +12,15 @@ use std::time::Instant;
 pub struct RunnerSettings {
     /// Keep output records (false for `--count-only`: records are counted, not sent).
     pub keep_output: bool,
+    /// The runner's reports never reach the master (the progress prober, `bts estimate`): it keeps
+    /// an incumbent of its own, for a branch and bound must prune only with values whose records
+    /// the master gets.
+    pub detached: bool,
 }
 
 impl Default for RunnerSettings {
     fn default() -> Self {
-        Self { keep_output: true }
+        Self { keep_output: true, detached: false }
     }
 }
 
@@ -47,6 +52,17 @@ pub trait Searcher: Send + Sync {
         let _ = records;
         None
     }
+
+    /// True for a branch and bound (an [`Optimise`] tree, or a program that reports solutions):
+    /// the run keeps the best solution instead of writing every record.
+    fn optimises(&self) -> bool {
+        self.incumbent().is_some()
+    }
+
+    /// The incumbent this process's runners share, for a branch and bound.
+    fn incumbent(&self) -> Option<&SharedIncumbent> {
+        None
+    }
 }
 
 /// The names of a tree's own totals.
@@ -69,54 +85,86 @@ pub trait JobRunner: Send {
     /// Runs `job` and appends its report, returned nodes and output to `batch`. On failure `batch`
     /// is left as it was: nothing of a failed job is reported.
     fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure>;
+
+    /// The master made a better solution known (branch and bound; plain trees ignore it).
+    fn raise(&mut self, incumbent: Incumbent) {
+        let _ = incumbent;
+    }
 }
 
-/// The [`Searcher`] of a [`Tree`]: nodes are serialised with postcard.
-pub struct TreeSearcher<T>(Arc<T>);
+/// The [`Searcher`] of a [`Tree`]: nodes are serialised with postcard. `G` says whether the tree
+/// is enumerated ([`Enumerate`]) or optimised ([`Maximise`], with the incumbent the process's
+/// threads share).
+pub struct TreeSearcher<T, G = Enumerate> {
+    tree: Arc<T>,
+    goal: Arc<G>,
+}
 
 impl<T: Tree> TreeSearcher<T> {
     pub fn new(tree: T) -> Self {
-        Self(Arc::new(tree))
-    }
-
-    pub fn tree(&self) -> &T {
-        &self.0
+        Self { tree: Arc::new(tree), goal: Arc::new(Enumerate) }
     }
 }
 
-impl<T: Tree> Searcher for TreeSearcher<T> {
+impl<T: Optimise> TreeSearcher<T, Maximise> {
+    /// A branch and bound over `tree`.
+    pub fn optimising(tree: T) -> Self {
+        Self { tree: Arc::new(tree), goal: Arc::new(Maximise::default()) }
+    }
+}
+
+impl<T, G> TreeSearcher<T, G> {
+    pub fn tree(&self) -> &T {
+        &self.tree
+    }
+}
+
+impl<T: Tree, G: Goal<T>> Searcher for TreeSearcher<T, G> {
     fn root(&self) -> Result<NodeBytes, String> {
-        let root = unwind::catch(|| self.0.root()).map_err(|m| format!("the tree's root() panicked: {m}"))?;
+        let root = unwind::catch(|| self.tree.root()).map_err(|m| format!("the tree's root() panicked: {m}"))?;
         encode(&root).map_err(|e| format!("cannot serialise the root {root:?}: {e}"))
     }
 
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
-        Ok(Box::new(TreeRunner { tree: Arc::clone(&self.0), settings, out: String::new() }))
+        let goal = if settings.detached { Arc::new(self.goal.detached()) } else { Arc::clone(&self.goal) };
+        Ok(Box::new(TreeRunner { tree: Arc::clone(&self.tree), goal, settings, out: String::new(), found: Vec::new() }))
     }
 
     fn stack_worker(&self, settings: RunnerSettings) -> Option<Box<dyn crate::StackWorker>> {
-        Some(Box::new(crate::TreeStack::new(Arc::clone(&self.0), settings.keep_output)))
+        let (tree, goal) = (Arc::clone(&self.tree), Arc::clone(&self.goal));
+        Some(Box::new(crate::TreeStack::with_goal(tree, goal, settings.keep_output)))
+    }
+
+    fn incumbent(&self) -> Option<&SharedIncumbent> {
+        self.goal.incumbent()
     }
 }
 
-struct TreeRunner<T> {
+struct TreeRunner<T, G> {
     tree: Arc<T>,
+    goal: Arc<G>,
     settings: RunnerSettings,
     /// Output records of the running job.
     out: String,
+    /// Solutions the running job found.
+    found: Vec<Solution>,
 }
 
-impl<T: Tree> JobRunner for TreeRunner<T> {
+impl<T: Tree, G: Goal<T>> JobRunner for TreeRunner<T, G> {
     fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
         let started = Instant::now();
         let fail = |message: String| JobFailure { id: job.id, node: describe::<T>(&job.node), message };
         let node: T::Node = postcard::from_bytes(job.node.as_slice())
             .map_err(|e| fail(format!("cannot decode the job's node: {e}")))?;
+        if let Some(shared) = self.goal.incumbent() {
+            shared.raise(job.incumbent);
+        }
         let returned_before = batch.returned.len();
         let limits = Limits { budget: job.budget.0, max_depth: job.max_depth };
-        let tree = &*self.tree;
-        let out = &mut self.out;
+        let (tree, goal) = (&*self.tree, &*self.goal);
+        let (out, found) = (&mut self.out, &mut self.found);
         out.clear();
+        found.clear();
         let mut encode_error = None;
         let returned = &mut batch.returned;
         let keep_output = self.settings.keep_output;
@@ -127,10 +175,11 @@ impl<T: Tree> JobRunner for TreeRunner<T> {
                     encode_error.get_or_insert_with(|| format!("cannot serialise node {child:?}: {e}"));
                 }
             };
+            let search = crate::Job { start: &node, depth: job.depth, limits };
             if keep_output {
-                search(tree, node, job.depth, limits, out, &mut give_back)
+                search_with(tree, goal, search, out, found, &mut give_back)
             } else {
-                search(tree, node, job.depth, limits, &mut CountOnly, &mut give_back)
+                search_with(tree, goal, search, &mut CountOnly, found, &mut give_back)
             }
         });
         let failure = match (result, encode_error) {
@@ -151,7 +200,10 @@ impl<T: Tree> JobRunner for TreeRunner<T> {
                     output_bytes,
                     elapsed_ns: started.elapsed().as_nanos() as u64,
                     counters: Vec::new(),
+                    pruned: stats.pruned,
                 });
+                // With the job's report: see `SharedIncumbent` for why that is enough.
+                batch.solutions.append(&mut self.found);
                 return Ok(());
             }
             (Err(panic), _) => format!("the tree oracle panicked: {panic}"),
@@ -159,6 +211,12 @@ impl<T: Tree> JobRunner for TreeRunner<T> {
         };
         batch.returned.truncate(returned_before);
         Err(fail(failure))
+    }
+
+    fn raise(&mut self, incumbent: Incumbent) {
+        if let Some(shared) = self.goal.incumbent() {
+            shared.raise(incumbent);
+        }
     }
 }
 

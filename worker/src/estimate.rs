@@ -62,7 +62,7 @@ pub fn probe_levels(
         estimate += weight;
         levels.push(weight);
         batch.clear();
-        let job = Job { id: JobId(0), depth, budget: Budget(1), max_depth: None, node };
+        let job = Job { id: JobId(0), depth, budget: Budget(1), max_depth: None, node, incumbent: Default::default() };
         runner.run(&job, &mut batch)?;
         let returned = batch.returned.len();
         let finished = batch.reports.last().map_or(0, |r| r.visited.saturating_sub(1)) as usize;

@@ -6,6 +6,7 @@ mod dfs;
 mod engine;
 pub mod estimate;
 mod local;
+mod optimise;
 pub mod peers;
 pub mod polling;
 pub mod remote;
@@ -15,8 +16,9 @@ mod testing;
 mod tree;
 mod unwind;
 
-pub use dfs::{CountOnly, JobStats, Limits, Records, search, search_from};
+pub use dfs::{CountOnly, Job, JobStats, Limits, Records, search, search_with};
 pub use engine::{CounterNames, FileFrame, JobRunner, RunnerSettings, Searcher, TreeSearcher};
 pub use local::{WorkerLoop, run_worker};
+pub use optimise::{Enumerate, Goal, Maximise, Optimise, SharedIncumbent};
 pub use stack::{StackWorker, TreeStack};
 pub use tree::{AdjChildren, Adjacency, AdjacencyOracle, Tree};

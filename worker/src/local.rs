@@ -64,6 +64,10 @@ pub fn run_worker(
             };
             match message {
                 ToWorker::Jobs(jobs) => queue.extend(jobs),
+                ToWorker::Incumbent(incumbent) => {
+                    tracing::debug!(value = incumbent.value, "the master's incumbent");
+                    runner.raise(incumbent);
+                }
                 ToWorker::Finish => return,
             }
         }

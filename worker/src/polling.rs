@@ -301,7 +301,7 @@ impl Worker<'_> {
     /// Reports what starting did, and takes the worker off the busy count if it got nothing.
     fn started(&mut self, begun: Result<Progress, JobFailure>) {
         match begun {
-            Ok(progress) if progress.visited > 0 => {
+            Ok(progress) if progress.visited > 0 || progress.pruned > 0 || !progress.solutions.is_empty() => {
                 let _ = (self.report)(PollReport::Progress { worker: self.me, progress });
             }
             Ok(_) => {}
@@ -501,6 +501,10 @@ impl Worker<'_> {
             PeerMsg::Pause { number } => self.pause(number),
             PeerMsg::Reset { epoch } => self.reset(epoch),
             PeerMsg::Finish => Some(Stop::Finish),
+            PeerMsg::Incumbent(incumbent) => {
+                self.stack.raise(incumbent);
+                None
+            }
             // Answers to old requests, messages of earlier epochs, starts already done.
             _ => None,
         }
@@ -543,7 +547,7 @@ impl Worker<'_> {
 
     fn send_progress(&mut self) {
         let progress = self.stack.take_progress();
-        if progress.visited > 0 || !progress.output.is_empty() {
+        if progress.visited > 0 || !progress.output.is_empty() || !progress.solutions.is_empty() {
             let _ = (self.report)(PollReport::Progress { worker: self.me, progress });
         }
         self.last_report = Instant::now();
@@ -572,6 +576,7 @@ impl Worker<'_> {
                     return None;
                 }
                 Ok(PeerMsg::Finish) => return Some(Stop::Finish),
+                Ok(PeerMsg::Incumbent(incumbent)) => self.stack.raise(incumbent),
                 Ok(_) => {}
                 Err(_) => return Some(Stop::Gone),
             }
@@ -607,6 +612,7 @@ impl Worker<'_> {
                 }
                 Ok(PeerMsg::Reset { epoch }) => return self.reset(epoch),
                 Ok(PeerMsg::Finish) => return Some(Stop::Finish),
+                Ok(PeerMsg::Incumbent(incumbent)) => self.stack.raise(incumbent),
                 Ok(_) => {}
                 Err(_) => return Some(Stop::Gone),
             }

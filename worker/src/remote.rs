@@ -103,7 +103,7 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), Re
     let searcher = build(&welcome.tree).map_err(|e| {
         RemoteError::Tree(format!("cannot build the master's tree '{}': {e}", welcome.tree.command_line()))
     })?;
-    let settings = RunnerSettings { keep_output: welcome.keep_output };
+    let settings = RunnerSettings { keep_output: welcome.keep_output, ..RunnerSettings::default() };
     // A master silent this long is gone (it pings more often).
     let silence = Duration::from_millis(welcome.silence_ms.max(1));
 
@@ -647,13 +647,15 @@ fn push(frame: WorkerFrame, out: &mut Vec<u8>) {
         tracing::error!("cannot send a frame to the master: {error}");
         return;
     };
-    let ReportBatch { reports, returned, output } = batch;
+    let ReportBatch { reports, returned, output, mut solutions } = batch;
     let (mut returned, mut output_at) = (returned.into_iter(), 0usize);
     for report in reports {
         let nodes: Vec<_> = returned.by_ref().take(report.returned as usize).collect();
         let end = output_at + report.output_bytes as usize;
-        let single =
-            ReportBatch { reports: vec![report.clone()], returned: nodes, output: output[output_at..end].to_vec() };
+        let output = output[output_at..end].to_vec();
+        // The solutions go with the first report, ahead of any that may have pruned with them.
+        let solutions = std::mem::take(&mut solutions);
+        let single = ReportBatch { reports: vec![report.clone()], returned: nodes, output, solutions };
         output_at = end;
         let frame = WorkerFrame::Message { thread, message: FromWorker::Reports(single) };
         if encode_frame(&frame, out).is_err() {

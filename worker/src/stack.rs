@@ -1,9 +1,10 @@
 //! The depth-first stack of a random-polling worker: nodes waiting to be visited, with the
 //! shallowest at the bottom, which a busy worker splits to give part of it to an idle one.
 
-use crate::{CountOnly, Limits, Tree, search_from, unwind};
+use crate::optimise::{Enumerate, Goal};
+use crate::{CountOnly, Job, Limits, Tree, search_with, unwind};
 use bts_protocol::polling::{Progress, SplitRule};
-use bts_protocol::{JobFailure, JobId, NodeBytes, Returned};
+use bts_protocol::{Incumbent, JobFailure, JobId, NodeBytes, Returned};
 use std::sync::Arc;
 
 /// A depth-first stack that can be split, behind a type-erased interface.
@@ -29,11 +30,17 @@ pub trait StackWorker: Send {
 
     /// What was done since the last call.
     fn take_progress(&mut self) -> Progress;
+
+    /// A better solution was found elsewhere (branch and bound; plain trees ignore it).
+    fn raise(&mut self, incumbent: Incumbent) {
+        let _ = incumbent;
+    }
 }
 
-/// The [`StackWorker`] of a [`Tree`].
-pub struct TreeStack<T: Tree> {
+/// The [`StackWorker`] of a [`Tree`]; a branch and bound prunes a node when it comes off the stack.
+pub struct TreeStack<T: Tree, G = Enumerate> {
     tree: Arc<T>,
+    goal: Arc<G>,
     /// Nodes to visit and their depths; the next one on top.
     stack: Vec<(T::Node, u32)>,
     keep_output: bool,
@@ -43,7 +50,13 @@ pub struct TreeStack<T: Tree> {
 
 impl<T: Tree> TreeStack<T> {
     pub fn new(tree: Arc<T>, keep_output: bool) -> Self {
-        Self { tree, stack: Vec::new(), keep_output, out: String::new(), progress: Progress::default() }
+        Self::with_goal(tree, Arc::new(Enumerate), keep_output)
+    }
+}
+
+impl<T: Tree, G: Goal<T>> TreeStack<T, G> {
+    pub fn with_goal(tree: Arc<T>, goal: Arc<G>, keep_output: bool) -> Self {
+        Self { tree, goal, stack: Vec::new(), keep_output, out: String::new(), progress: Progress::default() }
     }
 
     /// Moves the records written so far into the progress (or drops them, counted, when output is
@@ -61,7 +74,7 @@ impl<T: Tree> TreeStack<T> {
     }
 }
 
-impl<T: Tree> StackWorker for TreeStack<T> {
+impl<T: Tree, G: Goal<T>> StackWorker for TreeStack<T, G> {
     fn push(&mut self, nodes: Vec<Returned>) -> Result<(), String> {
         // Given in depth-first order: the first is to be visited first, so it goes on top.
         for r in nodes.into_iter().rev() {
@@ -73,7 +86,7 @@ impl<T: Tree> StackWorker for TreeStack<T> {
     }
 
     fn work(&mut self, max: u64) -> Result<u64, JobFailure> {
-        let tree = &*self.tree;
+        let (tree, goal) = (&*self.tree, &*self.goal);
         let keep_output = self.keep_output;
         let (stack, out, p) = (&mut self.stack, &mut self.out, &mut self.progress);
         let mut visited = 0;
@@ -88,12 +101,13 @@ impl<T: Tree> StackWorker for TreeStack<T> {
                 (stack_before, out_before) = (stack.len(), out.len());
                 // A lazy search of the node's subtree, as in budget mode (children are made only
                 // when needed); what it leaves goes on the stack, its first node on top.
-                let limits = Limits { budget: max - visited, max_depth: None };
+                let job = Job { start: node, depth: *depth, limits: Limits { budget: max - visited, max_depth: None } };
+                let found = &mut p.solutions;
                 let mut push = |node, depth| stack.push((node, depth));
                 let stats = if keep_output {
-                    search_from(tree, node, *depth, limits, out, &mut push)
+                    search_with(tree, goal, job, out, found, &mut push)
                 } else {
-                    search_from(tree, node, *depth, limits, &mut CountOnly, &mut push)
+                    search_with(tree, goal, job, &mut CountOnly, found, &mut push)
                 };
                 stack[stack_before..].reverse();
                 current = None;
@@ -101,6 +115,7 @@ impl<T: Tree> StackWorker for TreeStack<T> {
                 p.visited += stats.visited;
                 p.leaves += stats.leaves;
                 p.outputs += stats.outputs;
+                p.pruned += stats.pruned;
                 p.max_depth = p.max_depth.max(stats.max_depth);
             }
         });
@@ -160,6 +175,12 @@ impl<T: Tree> StackWorker for TreeStack<T> {
         let mut p = std::mem::take(&mut self.progress);
         p.stack = self.stack.len() as u64;
         p
+    }
+
+    fn raise(&mut self, incumbent: Incumbent) {
+        if let Some(shared) = self.goal.incumbent() {
+            shared.raise(incumbent);
+        }
     }
 }
 

@@ -93,6 +93,7 @@ impl LrsSearcher {
             retries: args.retries,
             job_timeout: Duration::from_secs_f64(args.job_timeout),
             max_line: crate::MAX_LINE,
+            optimise: false,
         };
         let mut config = LrsConfig { exec, input, hull, name: None, head: Vec::new() };
         let first = check_input(&config, &args.file)?;
@@ -300,6 +301,7 @@ impl LrsRunner {
             output_bytes,
             elapsed_ns: started.elapsed().as_nanos() as u64,
             counters,
+            pruned: 0,
         });
         Ok(())
     }

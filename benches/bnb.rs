@@ -1,0 +1,351 @@
+//! Branch and bound: bts against hand-written sequential branch and bounds with the same bounds
+//! (maximum clique with a greedy colouring bound on bitsets, as MCS/BBMC; 0/1 knapsack with
+//! Dantzig's bound), one and two workers side by side, and the delay with which a remote worker
+//! learns of an improvement found by another.
+//!
+//! ```text
+//! cargo bench --bench bnb                  # every part (a few minutes on 2 cores)
+//! cargo bench --bench bnb -- speed         # or: speed, delay
+//! ```
+
+use bts::trees::{Knapsack, MaxClique};
+use bts::{Run, RunOptions};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+const BTS: &str = env!("CARGO_BIN_EXE_bts");
+
+/// xorshift64*, so that instances are the same on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// G(n, p) from `seed`: its edges (0-based).
+fn gnp(n: usize, p: f64, seed: u64) -> Vec<(usize, usize)> {
+    let mut rng = Rng(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1);
+    (0..n).flat_map(|u| (u + 1..n).map(move |v| (u, v))).filter(|_| rng.unit() < p).collect()
+}
+
+/// A strongly correlated knapsack: w uniform in 1..=r, v = w + r/10, capacity half the weight.
+fn correlated(n: usize, r: u64, seed: u64) -> (u64, Vec<(u64, u64)>) {
+    let mut rng = Rng(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1);
+    let items: Vec<(u64, u64)> = (0..n)
+        .map(|_| {
+            let w = 1 + rng.next() % r;
+            (w + r / 10, w)
+        })
+        .collect();
+    (items.iter().map(|i| i.1).sum::<u64>() / 2, items)
+}
+
+// ----- the sequential programs -----
+
+/// MCS-style maximum clique: vertices by decreasing degree, greedy colouring, children highest
+/// colour first, stop at the first whose size plus colour cannot beat the best.
+struct SeqClique {
+    words: usize,
+    adj: Vec<u64>,
+}
+
+impl SeqClique {
+    fn new(n: usize, edges: &[(usize, usize)]) -> Self {
+        let mut degree = vec![0; n];
+        for &(u, v) in edges {
+            degree[u] += 1;
+            degree[v] += 1;
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&v| (std::cmp::Reverse(degree[v]), v));
+        let mut rank = vec![0; n];
+        for (i, &v) in order.iter().enumerate() {
+            rank[v] = i;
+        }
+        let words = n.div_ceil(64);
+        let mut adj = vec![0u64; n * words];
+        for &(u, v) in edges {
+            let (a, b) = (rank[u], rank[v]);
+            adj[a * words + b / 64] |= 1 << (b % 64);
+            adj[b * words + a / 64] |= 1 << (a % 64);
+        }
+        Self { words, adj }
+    }
+
+    fn solve(&self, n: usize) -> usize {
+        let mut p = vec![0u64; self.words];
+        for v in 0..n {
+            p[v / 64] |= 1 << (v % 64);
+        }
+        let mut best = 0;
+        self.expand(0, p, &mut best);
+        best
+    }
+
+    fn expand(&self, size: usize, mut p: Vec<u64>, best: &mut usize) {
+        // Colour p greedily.
+        let mut order = Vec::new();
+        let mut uncoloured = p.clone();
+        let mut class = vec![0u64; self.words];
+        let mut colour = 0;
+        while uncoloured.iter().any(|&w| w != 0) {
+            colour += 1;
+            class.copy_from_slice(&uncoloured);
+            while let Some(v) =
+                class.iter().enumerate().find(|(_, w)| **w != 0).map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
+            {
+                let row = &self.adj[v * self.words..(v + 1) * self.words];
+                for (c, a) in class.iter_mut().zip(row) {
+                    *c &= !a;
+                }
+                class[v / 64] &= !(1 << (v % 64));
+                uncoloured[v / 64] &= !(1 << (v % 64));
+                order.push((v, colour));
+            }
+        }
+        while let Some((v, colour)) = order.pop() {
+            if size + colour <= *best {
+                return;
+            }
+            p[v / 64] &= !(1 << (v % 64));
+            let row = &self.adj[v * self.words..(v + 1) * self.words];
+            let child: Vec<u64> = p.iter().zip(row).map(|(c, a)| c & a).collect();
+            *best = (*best).max(size + 1);
+            self.expand(size + 1, child, best);
+        }
+    }
+}
+
+/// Depth-first 0/1 knapsack: items by density, take before leave, Dantzig's bound on each child.
+struct SeqKnapsack {
+    capacity: i64,
+    items: Vec<(i64, i64)>,
+}
+
+impl SeqKnapsack {
+    fn new(capacity: u64, items: &[(u64, u64)]) -> Self {
+        let mut items: Vec<(i64, i64)> = items.iter().map(|&(v, w)| (v as i64, w as i64)).collect();
+        items.sort_by(|a, b| (b.0 as i128 * a.1 as i128).cmp(&(a.0 as i128 * b.1 as i128)));
+        Self { capacity: capacity as i64, items }
+    }
+
+    fn bound(&self, next: usize, value: i64, weight: i64) -> i64 {
+        let (mut room, mut bound) = (self.capacity - weight, value);
+        for &(v, w) in &self.items[next..] {
+            if w > room {
+                return bound + (v as i128 * room as i128 / w as i128) as i64;
+            }
+            room -= w;
+            bound += v;
+        }
+        bound
+    }
+
+    fn go(&self, next: usize, value: i64, weight: i64, best: &mut i64) {
+        *best = (*best).max(value);
+        let Some(&(v, w)) = self.items.get(next) else { return };
+        if weight + w <= self.capacity && self.bound(next + 1, value + v, weight + w) > *best {
+            self.go(next + 1, value + v, weight + w, best);
+        }
+        if self.bound(next + 1, value, weight) > *best {
+            self.go(next + 1, value, weight, best);
+        }
+    }
+}
+
+// ----- speed -----
+
+/// CPU time of this process so far (all threads), in seconds: under load, wall time measures the
+/// other users as much as the program.
+fn cpu() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// A run's optimum, wall time and CPU time.
+struct Timing {
+    value: i64,
+    wall: f64,
+    cpu: f64,
+}
+
+fn timed(f: impl FnOnce() -> i64) -> Timing {
+    let (started, cpu_before) = (Instant::now(), cpu());
+    let value = f();
+    Timing { value, wall: started.elapsed().as_secs_f64(), cpu: cpu() - cpu_before }
+}
+
+fn bts_run<T: bts::Optimise>(tree: T, workers: usize) -> Timing {
+    timed(|| {
+        let options = RunOptions { workers, ..RunOptions::default() };
+        let finished = Run::optimising("bench", tree).options(options).run(&mut std::io::sink()).unwrap();
+        finished.summary.totals.best.unwrap().value
+    })
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(|_| "?".into(), |l| l.split(' ').next().unwrap_or("?").into())
+}
+
+/// Runs the three side by side. The sequential program against one worker by CPU time (which the
+/// machine's other load does not inflate), two workers against one by wall time.
+fn compare(name: &str, seq: impl FnOnce() -> i64, one: impl FnOnce() -> Timing, two: impl FnOnce() -> Timing) {
+    let before = load();
+    let s = timed(seq);
+    let (a, b) = (one(), two());
+    assert!(s.value == a.value && a.value == b.value, "{name}: optima differ: {} {} {}", s.value, a.value, b.value);
+    println!(
+        "{name:<30} optimum {:>6} | sequential {:>6.2} s cpu {:>6.2} s | 1 worker {:>6.2} s cpu {:>6.2} s | \
+         2 workers {:>6.2} s cpu {:>6.2} s | seq/1w cpu {:.2}, 2w/1w speed-up {:.2} (load {before} -> {})",
+        s.value,
+        s.wall,
+        s.cpu,
+        a.wall,
+        a.cpu,
+        b.wall,
+        b.cpu,
+        s.cpu / a.cpu,
+        a.wall / b.wall,
+        load()
+    );
+}
+
+fn speed() {
+    println!("bts against sequential branch and bound (the same bounds), one run each, side by side:");
+    for (n, p, seed) in [(300, 0.7, 6), (200, 0.87, 4)] {
+        let edges = gnp(n, p, seed);
+        let name = format!("maxclique G({n}, {p}) #{seed}");
+        let tree = || MaxClique::new(n, &edges).unwrap();
+        compare(&name, || SeqClique::new(n, &edges).solve(n) as i64, || bts_run(tree(), 1), || bts_run(tree(), 2));
+    }
+    for (n, seed) in [(90, 7), (100, 8)] {
+        let (capacity, items) = correlated(n, 1000, seed);
+        let name = format!("knapsack correlated n={n} #{seed}");
+        let tree = || Knapsack::new(capacity, &items).unwrap();
+        compare(
+            &name,
+            || {
+                let mut best = 0;
+                SeqKnapsack::new(capacity, &items).go(0, 0, 0, &mut best);
+                best
+            },
+            || bts_run(tree(), 1),
+            || bts_run(tree(), 2),
+        );
+    }
+}
+
+// ----- delay -----
+
+/// A log line of a worker: its time and the value it names, if it says `what`.
+fn logged(line: &str, what: &str) -> Option<(SystemTime, i64)> {
+    if !line.contains(what) {
+        return None;
+    }
+    let stamp = line.split_whitespace().next()?;
+    let value = line.rsplit("value=").next()?.trim().parse().ok()?;
+    Some((parse_rfc3339(stamp)?, value))
+}
+
+/// `2026-11-23T12:30:00.123456Z` (UTC) as a time: only the seconds of the day matter here.
+fn parse_rfc3339(stamp: &str) -> Option<SystemTime> {
+    let time = stamp.split('T').nth(1)?.trim_end_matches('Z');
+    let mut parts = time.split(':');
+    let (h, m, s): (f64, f64, f64) =
+        (parts.next()?.parse().ok()?, parts.next()?.parse().ok()?, parts.next()?.parse().ok()?);
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs_f64(h * 3600.0 + m * 60.0 + s))
+}
+
+fn delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("g.clq");
+    let (n, edges) = (300, gnp(300, 0.7, 6));
+    let text: String = std::iter::once(format!("p edge {n} {}\n", edges.len()))
+        .chain(edges.iter().map(|(u, v)| format!("e {} {}\n", u + 1, v + 1)))
+        .collect();
+    std::fs::write(&graph, text).unwrap();
+    let address = dir.path().join("address");
+    let mut master = Command::new(BTS)
+        .args(["run", "-q", "--workers", "0", "--listen", "127.0.0.1:0", "--address-file"])
+        .arg(&address)
+        .args(["maxclique", "--graph"])
+        .arg(&graph)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut child = Command::new(BTS)
+                .args(["worker", "--connect-file"])
+                .arg(&address)
+                .args(["--threads", "1"])
+                .env("RUST_LOG", "bts_worker=debug")
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let stderr = child.stderr.take().unwrap();
+            (
+                child,
+                std::thread::spawn(move || BufReader::new(stderr).lines().map_while(Result::ok).collect::<Vec<_>>()),
+            )
+        })
+        .collect();
+    assert!(master.wait().unwrap().success());
+    let logs: Vec<Vec<String>> = workers
+        .into_iter()
+        .map(|(mut child, log)| {
+            child.wait().unwrap();
+            log.join().unwrap()
+        })
+        .collect();
+    // For each improvement found by one worker: when the other took an incumbent at least as good.
+    let mut delays = Vec::new();
+    for (finder, other) in [(0, 1), (1, 0)] {
+        let told: Vec<(SystemTime, i64)> =
+            logs[other].iter().filter_map(|l| logged(l, "the master's incumbent")).collect();
+        for (found, value) in logs[finder].iter().filter_map(|l| logged(l, "found a better solution")) {
+            if let Some((at, _)) = told.iter().find(|&&(at, v)| v >= value && at >= found) {
+                delays.push(at.duration_since(found).unwrap().as_secs_f64() * 1e3);
+            }
+        }
+    }
+    delays.sort_by(f64::total_cmp);
+    if delays.is_empty() {
+        println!("incumbent propagation: no improvement crossed between the two workers");
+        return;
+    }
+    println!(
+        "incumbent propagation between two remote workers (loopback, {} improvements): median {:.2} ms, \
+         max {:.2} ms, min {:.2} ms (load {})",
+        delays.len(),
+        delays[delays.len() / 2],
+        delays[delays.len() - 1],
+        delays[0],
+        load()
+    );
+}
+
+fn main() {
+    let which: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let wants = |part: &str| which.is_empty() || which.iter().any(|w| w == part);
+    if wants("delay") {
+        delay();
+    }
+    if wants("speed") {
+        speed();
+    }
+}

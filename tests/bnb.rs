@@ -1,0 +1,464 @@
+//! Branch and bound: optima checked against independent methods (a dynamic program for knapsack,
+//! brute force and published clique numbers for maximum clique), in every mode and worker count,
+//! and the command line's `--target`, `--all-best`, `best` summary and bad instance files.
+
+use crate::util::{bts, stderr, summary};
+use bts::trees::{Knapsack, MaxClique};
+use bts::{BudgetConfig, OptimumConfig, Run, RunMode, RunOptions, SchedulerConfig};
+
+/// xorshift64*: instances from a seed, the same on every machine.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 > 1.0 - p
+    }
+}
+
+/// Small fixed budgets, so that even small instances are cut into many jobs.
+fn options(workers: usize, mode: RunMode, keep_ties: bool) -> RunOptions {
+    RunOptions {
+        workers,
+        mode,
+        scheduler: SchedulerConfig {
+            budget: BudgetConfig { initial: 7, fixed: true, ..BudgetConfig::default() },
+            optimum: OptimumConfig { keep_ties, target: None },
+            ..SchedulerConfig::default()
+        },
+        ..RunOptions::default()
+    }
+}
+
+fn modes() -> [RunMode; 2] {
+    [RunMode::Budget, RunMode::Polling { split: Default::default(), start: Default::default() }]
+}
+
+/// The best value and the output records of a run.
+fn optimum<T: bts::Optimise>(tree: T, options: RunOptions) -> (i64, Vec<String>) {
+    let mut out = Vec::new();
+    let finished = Run::optimising("t", tree).options(options).run(&mut out).unwrap();
+    assert!(finished.summary.complete);
+    let best = finished.summary.totals.best.expect("a solution");
+    let records: Vec<String> = String::from_utf8(out).unwrap().lines().map(String::from).collect();
+    assert_eq!(records.len(), best.records.len());
+    (best.value, records)
+}
+
+// ----- knapsack -----
+
+/// The optimum by dynamic programming over capacities: best[c] = the best value of weight <= c.
+fn knapsack_dp(capacity: u64, items: &[(u64, u64)]) -> i64 {
+    let mut best = vec![0u64; capacity as usize + 1];
+    for &(v, w) in items {
+        for c in (w as usize..=capacity as usize).rev() {
+            best[c] = best[c].max(best[c - w as usize] + v);
+        }
+    }
+    best[capacity as usize] as i64
+}
+
+fn random_knapsack(rng: &mut Rng, n: usize) -> (u64, Vec<(u64, u64)>) {
+    let items: Vec<(u64, u64)> = (0..n).map(|_| (rng.below(60), 1 + rng.below(40))).collect();
+    let total: u64 = items.iter().map(|i| i.1).sum();
+    (total / 2 + rng.below(10), items)
+}
+
+/// The record names items whose weights fit and whose values add up to the optimum.
+fn check_packing(record: &str, capacity: u64, items: &[(u64, u64)], value: i64) {
+    let field = |name: &str| record.split(' ').find_map(|f| f.strip_prefix(name)).unwrap().to_string();
+    let taken: Vec<usize> = field("items=").split(',').filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+    let (v, w) = taken.iter().fold((0, 0), |(v, w), &i| (v + items[i].0, w + items[i].1));
+    assert!(w <= capacity, "{record}: overweight");
+    assert_eq!(v as i64, value, "{record}");
+    assert_eq!(field("value="), value.to_string());
+}
+
+#[test]
+fn knapsack_optima_match_a_dynamic_program_with_1_2_and_4_workers_in_both_modes() {
+    let mut rng = Rng::new(14);
+    for round in 0..12 {
+        let (capacity, items) = random_knapsack(&mut rng, 12 + round * 2);
+        let expected = knapsack_dp(capacity, &items);
+        for mode in modes() {
+            for workers in [1, 2, 4] {
+                let tree = Knapsack::new(capacity, &items).unwrap();
+                let (value, records) = optimum(tree, options(workers, mode, false));
+                assert_eq!(value, expected, "round {round}, {workers} workers, {mode:?}");
+                check_packing(&records[0], capacity, &items, value);
+            }
+        }
+    }
+}
+
+#[test]
+fn strongly_correlated_knapsacks_match_the_dynamic_program() {
+    let mut rng = Rng::new(15);
+    for _ in 0..4 {
+        let items: Vec<(u64, u64)> = (0..40)
+            .map(|_| {
+                let w = 1 + rng.below(100);
+                (w + 10, w)
+            })
+            .collect();
+        let capacity = items.iter().map(|i| i.1).sum::<u64>() / 2;
+        let expected = knapsack_dp(capacity, &items);
+        let tree = Knapsack::new(capacity, &items).unwrap();
+        assert_eq!(optimum(tree, options(2, RunMode::Budget, false)).0, expected);
+    }
+}
+
+// ----- maximum clique -----
+
+/// A graph as adjacency masks (vertices 0..n, n <= 20), and as a `MaxClique`.
+struct Graph {
+    adj: Vec<u32>,
+}
+
+impl Graph {
+    fn new(n: usize, mut edge: impl FnMut(usize, usize) -> bool) -> Self {
+        let mut adj = vec![0u32; n];
+        for u in 0..n {
+            for v in u + 1..n {
+                if edge(u, v) {
+                    adj[u] |= 1 << v;
+                    adj[v] |= 1 << u;
+                }
+            }
+        }
+        Self { adj }
+    }
+
+    fn edges(&self) -> Vec<(usize, usize)> {
+        let n = self.adj.len();
+        (0..n).flat_map(|u| (u + 1..n).filter(move |&v| self.adj[u] >> v & 1 == 1).map(move |v| (u, v))).collect()
+    }
+
+    fn tree(&self) -> MaxClique {
+        MaxClique::new(self.adj.len(), &self.edges()).unwrap()
+    }
+
+    /// Every maximum clique, by trying every subset: as records (sorted vertices from 1).
+    fn brute_force(&self) -> (i64, Vec<String>) {
+        let n = self.adj.len();
+        let (mut best, mut cliques) = (0, Vec::new());
+        for set in 0u32..1 << n {
+            let is_clique = (0..n).all(|v| set >> v & 1 == 0 || set & !(1 << v) & !self.adj[v] == 0);
+            let size = set.count_ones();
+            if !is_clique || size < best {
+                continue;
+            }
+            if size > best {
+                best = size;
+                cliques.clear();
+            }
+            cliques
+                .push((0..n).filter(|&v| set >> v & 1 == 1).map(|v| (v + 1).to_string()).collect::<Vec<_>>().join(" "));
+        }
+        cliques.sort();
+        (best as i64, cliques)
+    }
+}
+
+#[test]
+fn maximum_cliques_match_brute_force_with_1_2_and_4_workers_in_both_modes() {
+    let mut rng = Rng::new(7);
+    for round in 0..10 {
+        let n = 8 + round;
+        let p = [0.3, 0.5, 0.7, 0.9][round % 4];
+        let graph = Graph::new(n, |_, _| rng.chance(p));
+        let (omega, all) = graph.brute_force();
+        for mode in modes() {
+            for workers in [1, 2, 4] {
+                let (value, records) = optimum(graph.tree(), options(workers, mode, false));
+                assert_eq!(value, omega, "round {round}, {workers} workers, {mode:?}");
+                assert!(all.contains(&records[0]), "{} is not a maximum clique", records[0]);
+            }
+        }
+    }
+}
+
+#[test]
+fn all_best_writes_every_maximum_clique_exactly_once() {
+    let mut rng = Rng::new(8);
+    for round in 0..8 {
+        let graph = Graph::new(10 + round, |_, _| rng.chance(0.5));
+        let (omega, all) = graph.brute_force();
+        for mode in modes() {
+            for workers in [1, 3] {
+                let (value, mut records) = optimum(graph.tree(), options(workers, mode, true));
+                records.sort();
+                assert_eq!((value, &records), (omega, &all), "round {round}, {workers} workers, {mode:?}");
+            }
+        }
+    }
+}
+
+/// Paley graph P(q): i ~ j when i - j is a non-zero square mod q (q prime, 1 mod 4).
+fn paley(q: usize) -> Graph {
+    let squares: Vec<bool> = (0..q).map(|x| (1..q).any(|y| y * y % q == x)).collect();
+    Graph::new(q, |u, v| squares[(v - u) % q])
+}
+
+#[test]
+fn clique_numbers_of_graphs_with_published_values() {
+    let complete = Graph::new(12, |_, _| true);
+    // Turán graph T(15, 4): four parts, edges between parts; its clique number is 4.
+    let turan = Graph::new(15, |u, v| u % 4 != v % 4);
+    let cycle = Graph::new(11, |u, v| v - u == 1 || (u == 0 && v == 10));
+    let triangle = Graph::new(3, |_, _| true);
+    // The Petersen graph: outer 5-cycle, spokes, inner pentagram; triangle-free.
+    let petersen = Graph::new(10, |u, v| {
+        (v < 5 && (v - u == 1 || (u == 0 && v == 4))) || (u < 5 && v == u + 5) || (u >= 5 && (v - u == 2 || v - u == 3))
+    });
+    let empty = Graph::new(6, |_, _| false);
+    for (name, graph, omega) in [
+        ("K12", complete, 12),
+        ("T(15,4)", turan, 4),
+        ("C11", cycle, 2),
+        ("C3", triangle, 3),
+        ("Petersen", petersen, 2),
+        ("P(13)", paley(13), 3),
+        ("P(17)", paley(17), 3),
+        ("6 isolated vertices", empty, 1),
+    ] {
+        for workers in [1, 2, 4] {
+            assert_eq!(optimum(graph.tree(), options(workers, RunMode::Budget, false)).0, omega, "{name}");
+        }
+    }
+}
+
+#[test]
+fn a_planted_clique_is_found_in_a_sparse_random_graph() {
+    // G(200, 0.1) has cliques of 3 or 4 vertices; 16 vertices made adjacent stand far above them.
+    let mut rng = Rng::new(9);
+    let planted: Vec<usize> = (0..200).step_by(12).take(16).collect();
+    let mut edges = Vec::new();
+    for u in 0..200 {
+        for v in u + 1..200 {
+            if (planted.contains(&u) && planted.contains(&v)) || rng.chance(0.1) {
+                edges.push((u, v));
+            }
+        }
+    }
+    let expected: Vec<String> = planted.iter().map(|v| (v + 1).to_string()).collect();
+    for mode in modes() {
+        let (value, records) = optimum(MaxClique::new(200, &edges).unwrap(), options(2, mode, false));
+        assert_eq!((value, records[0].clone()), (16, expected.join(" ")), "{mode:?}");
+    }
+}
+
+// ----- the command line -----
+
+fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn the_summary_has_a_best_object_and_the_record_is_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "k.txt", "# capacity, then value weight\n10\n6 5\n5 4\n4 3\n3 2\n");
+    let o = bts(&["run", "--workers", "2", "--summary-json", "-", "knapsack", "--file", &file]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(text.lines().next(), Some("value=13 weight=10 items=0,2,3"));
+    let s = summary(&o);
+    assert_eq!(s["best"]["value"], 13);
+    assert_eq!(s["best"]["record"], "value=13 weight=10 items=0,2,3");
+    assert_eq!(s["outputs"], 1);
+    assert_eq!(s["best"]["counts_vary"], true);
+    assert!(stderr(&o).contains("best value 13"), "{}", stderr(&o));
+}
+
+#[test]
+fn target_stops_the_run_with_exit_0_as_soon_as_it_is_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(3);
+    let mut text = String::from("5000\n");
+    for _ in 0..60 {
+        let w = 1 + rng.below(200);
+        text += &format!("{} {w}\n", w + 20);
+    }
+    let file = write(&dir, "k.txt", &text);
+    // One node per job: the run cannot be over when the first solution of value 1 or more comes.
+    let run = ["run", "--workers", "2", "--budget", "1", "--fixed-budget", "--summary-json", "-"];
+    let o = bts(&[&run[..], &["--target", "1", "knapsack", "--file", &file]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&o);
+    assert_eq!((s["outcome"].as_str(), s["complete"].as_bool()), (Some("target"), Some(false)));
+    assert!(s["best"]["value"].as_i64().unwrap() >= 1);
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("value="));
+    // Random polling: the first progress report carries a solution, long before the run is over.
+    let (hard, _) = hard_knapsack(&dir, 23, 90);
+    let o = bts(&[
+        "run",
+        "--mode",
+        "polling",
+        "--workers",
+        "2",
+        "--summary-json",
+        "-",
+        "--target",
+        "1",
+        "knapsack",
+        "--file",
+        &hard,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(summary(&o)["outcome"], "target");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("value=")).count(), 1);
+    for mode in ["budget", "polling"] {
+        // A target above the optimum: the run completes and says what the optimum is.
+        let o =
+            bts(&["run", "--mode", mode, "--summary-json", "-", "--target", "1000000", "knapsack", "--file", &file]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(summary(&o)["outcome"], "complete");
+    }
+}
+
+#[test]
+fn bad_instances_and_misplaced_options_exit_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (tree, option, text, message) in [
+        ("knapsack", "--file", "10\n6 x\n", "line 2: `6 x` is not `value weight`"),
+        ("knapsack", "--file", "", "no capacity"),
+        ("maxclique", "--graph", "p edge 3 1\ne 1 9\n", "line 2: vertices are numbered 1 to 3"),
+        ("maxclique", "--graph", "e 1 2\n", "an edge before"),
+    ] {
+        let file = write(&dir, "bad", text);
+        let o = bts(&["run", tree, option, &file]);
+        assert_eq!(o.status.code(), Some(2), "{tree} {text:?}");
+        assert!(stderr(&o).contains(message) && stderr(&o).trim().lines().count() == 1, "{}", stderr(&o));
+    }
+    let o = bts(&["run", "knapsack", "--file", "/nonexistent/k.txt"]);
+    assert_eq!(o.status.code(), Some(2));
+    for option in [&["--target", "3"][..], &["--all-best"]] {
+        let o = bts(&[&["run"], option, &["queens", "--n", "4"]].concat());
+        assert_eq!(o.status.code(), Some(2), "{option:?}");
+        assert!(stderr(&o).contains("needs a branch and bound"), "{}", stderr(&o));
+    }
+}
+
+// ----- remote workers and checkpoints -----
+
+/// A strongly correlated knapsack (the hard kind) as a file, and its optimum by the dynamic program.
+fn hard_knapsack(dir: &tempfile::TempDir, seed: u64, n: usize) -> (String, i64) {
+    let mut rng = Rng::new(seed);
+    let items: Vec<(u64, u64)> = (0..n)
+        .map(|_| {
+            let w = 1 + rng.below(1000);
+            (w + 100, w)
+        })
+        .collect();
+    let capacity = items.iter().map(|i| i.1).sum::<u64>() / 2;
+    let text: String =
+        std::iter::once(format!("{capacity}\n")).chain(items.iter().map(|(v, w)| format!("{v} {w}\n"))).collect();
+    (write(dir, "hard.txt", &text), knapsack_dp(capacity, &items))
+}
+
+#[test]
+fn remote_workers_find_the_same_optimum_in_both_modes() {
+    use crate::remote::{Master, worker, worker_output};
+    let dir = tempfile::tempdir().unwrap();
+    let (file, expected) = hard_knapsack(&dir, 21, 45);
+    for mode in ["budget", "polling"] {
+        let master = Master::start(&["--mode", mode, "--workers", "0", "knapsack", "--file", &file]);
+        let workers: Vec<_> = (0..2).map(|_| worker(&["--connect", &master.address, "--threads", "1"])).collect();
+        let (code, summary, log) = master.finish();
+        assert_eq!(code, Some(0), "{log}");
+        assert_eq!(summary["best"]["value"], expected, "{mode}: {summary}");
+        for w in workers {
+            assert_eq!(worker_output(w).0, Some(0));
+        }
+    }
+}
+
+#[test]
+fn a_stopped_run_keeps_its_incumbent_in_the_checkpoint_and_resumes_to_the_optimum() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, expected) = hard_knapsack(&dir, 22, 45);
+    let ck = dir.path().join("run.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    for mode in ["budget", "polling"] {
+        let _ = std::fs::remove_file(&ck);
+        let run = ["run", "--mode", mode, "--workers", "2", "--checkpoint", ck_s, "--summary-json", "-"];
+        let o = bts(&[&run[..], &["--node-limit", "3000", "knapsack", "--file", &file]].concat());
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        let first = summary(&o)["best"]["value"].as_i64().expect("a solution before the stop");
+        let saved = bts_checkpoints::load(&ck).unwrap().optimum.best.expect("the incumbent is saved");
+        assert_eq!(saved.value, first);
+        let inspected = bts(&["inspect", ck_s]);
+        let inspected: serde_json::Value = serde_json::from_slice(&inspected.stdout).unwrap();
+        assert_eq!(inspected["best"]["value"], first);
+        assert!(first <= expected);
+        let o = bts(&["resume", ck_s, "--summary-json", "-"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let s = summary(&o);
+        assert_eq!((s["best"]["value"].as_i64(), s["outputs"].as_u64()), (Some(expected), Some(1)), "{mode}");
+    }
+}
+
+// ----- legacy programs -----
+
+#[test]
+fn a_legacy_branch_and_bound_gets_the_incumbent_and_reports_solutions() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/legacy/knapsack.py");
+    for seed in [31, 32] {
+        let (file, expected) = hard_knapsack(&dir, seed, 24);
+        // The plain sequential program agrees with the dynamic program.
+        let plain = std::process::Command::new("python3").args([program, &file]).output().unwrap();
+        assert!(String::from_utf8_lossy(&plain.stdout).starts_with(&format!("value={expected} ")));
+        for workers in ["1", "3"] {
+            let run = ["run", "--workers", workers, "--budget", "5", "--fixed-budget", "--summary-json", "-"];
+            let exec = ["exec", "--persistent", "--optimise", "--", "python3", program, &file, "--bts"];
+            let o = bts(&[&run[..], &exec].concat());
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+            let s = summary(&o);
+            assert_eq!(s["best"]["value"], expected, "{s}\n{}", stderr(&o));
+            assert!(s["best"]["pruned"].as_u64() > Some(0), "{s}");
+            assert!(String::from_utf8_lossy(&o.stdout).starts_with(&format!("value={expected} ")));
+        }
+    }
+    // Without --optimise the job lines are those older programs read, without <least>: this
+    // program, which needs it, fails (exit 1), as any program that misreads its job.
+    let (file, _) = hard_knapsack(&dir, 33, 10);
+    let exec = ["exec", "--persistent", "--retries", "0", "--", "python3", program, &file, "--bts"];
+    let o = bts(&[&["run", "--workers", "1"][..], &exec].concat());
+    assert_eq!(o.status.code(), Some(1));
+}
+
+/// The progress prober and `bts estimate` run jobs whose reports never reach the master: their
+/// solutions must not prune the workers' search (a regression: they once shared the incumbent).
+#[test]
+fn detached_runners_keep_their_solutions_to_themselves() {
+    use bts_protocol::{Budget, Job, JobId, NO_VALUE, ReportBatch};
+    use bts_worker::{RunnerSettings, Searcher, TreeSearcher};
+    let searcher = TreeSearcher::optimising(Knapsack::new(10, &[(6, 5), (5, 4)]).unwrap());
+    let node = searcher.root().unwrap();
+    let job =
+        Job { id: JobId(0), depth: 0, budget: Budget::UNLIMITED, max_depth: None, node, incumbent: Default::default() };
+    let mut batch = ReportBatch::default();
+    let detached = RunnerSettings { detached: true, ..RunnerSettings::default() };
+    searcher.runner(detached).unwrap().run(&job, &mut batch).unwrap();
+    assert_eq!(batch.solutions.iter().map(|s| s.value).max(), Some(11));
+    assert_eq!(searcher.incumbent().unwrap().value(), NO_VALUE);
+    searcher.runner(RunnerSettings::default()).unwrap().run(&job, &mut batch).unwrap();
+    assert_eq!(searcher.incumbent().unwrap().value(), 11);
+}

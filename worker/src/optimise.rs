@@ -1,0 +1,237 @@
+//! Branch and bound: the [`Optimise`] trait beside [`Tree`], the incumbent a process's threads
+//! share, and the [`Goal`] through which a search prunes (or, for plain trees, does not).
+
+use crate::{Records, Tree};
+use bts_protocol::{Incumbent, NO_VALUE, Solution};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+/// A tree whose nodes may be feasible solutions of a maximisation problem.
+///
+/// bts keeps the best value found so far (the incumbent), shared by every worker thread, process
+/// and job, and prunes every node whose [`bound`](Optimise::bound) cannot beat it: a pruned node is
+/// neither visited nor returned. The final optimum is exact whatever the order, worker count or
+/// mode; node counts depend on when improvements were found, so they vary between runs.
+///
+/// Values are `i64`, greater than `i64::MIN`. To minimise a cost, maximise its negation: return
+/// `-cost` as the value and `-lower_bound` as the bound.
+///
+/// The record of a solution is its node's [`Tree::output`]; the run writes the best solution's
+/// record (every optimal one with `--all-best`) when it ends, instead of every visited node's.
+///
+/// # Example
+/// The best subset of numbers whose sum stays within a capacity (a subset-sum knapsack):
+/// ```
+/// use bts_worker::{Optimise, Tree};
+///
+/// struct SubsetSum { items: Vec<i64>, capacity: i64 }
+///
+/// /// The items decided so far (taken or not, in order) and the sum of those taken.
+/// #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+/// struct Partial { next: usize, taken: Vec<usize>, sum: i64 }
+///
+/// impl Tree for SubsetSum {
+///     type Node = Partial;
+///     type Children<'a> = std::vec::IntoIter<Partial>;
+///
+///     fn root(&self) -> Partial { Partial { next: 0, taken: Vec::new(), sum: 0 } }
+///
+///     fn children<'a>(&'a self, p: &Partial, _depth: u32) -> Self::Children<'a> {
+///         let mut children = Vec::new();
+///         if let Some(&item) = self.items.get(p.next) {
+///             if p.sum + item <= self.capacity {
+///                 let mut taken = p.taken.clone();
+///                 taken.push(p.next);
+///                 children.push(Partial { next: p.next + 1, taken, sum: p.sum + item });
+///             }
+///             children.push(Partial { next: p.next + 1, ..p.clone() });
+///         }
+///         children.into_iter()
+///     }
+///
+///     fn output(&self, p: &Partial, _depth: u32, out: &mut String) -> bool {
+///         out.push_str(&format!("{} {:?}", p.sum, p.taken));
+///         true
+///     }
+/// }
+///
+/// impl Optimise for SubsetSum {
+///     fn value(&self, p: &Partial, _depth: u32) -> Option<i64> { Some(p.sum) }
+///
+///     fn bound(&self, p: &Partial, _depth: u32) -> i64 {
+///         let rest: i64 = self.items[p.next..].iter().sum();
+///         (p.sum + rest).min(self.capacity)
+///     }
+/// }
+/// ```
+pub trait Optimise: Tree {
+    /// The value of `node` if it is a feasible solution.
+    fn value(&self, node: &Self::Node, depth: u32) -> Option<i64>;
+
+    /// An upper bound on the value of every solution in `node`'s subtree, `node` included.
+    fn bound(&self, node: &Self::Node, depth: u32) -> i64;
+
+    /// True when every node's children come in non-increasing order of bound (as MCS orders them
+    /// by colour): once a child is pruned, its later siblings are pruned too, without being
+    /// generated or counted.
+    const BOUNDS_DESCEND: bool = false;
+}
+
+/// The best value a process knows, shared by its threads.
+///
+/// # Why a pruned subtree never loses the optimum
+/// A solution that beats this value is reported with the job that found it, in the same batch. A
+/// committed job that passed over an optimal solution (pruned it, or visited it without reporting
+/// it) did so because an equal value was here, found by a job of the same process. If that job is
+/// committed, so is its record; if it is lost, its process died after the first job was
+/// committed, and the lost job's subtree is searched again later: the same argument applies to
+/// its solution, at a later moment. Processes die finitely often, so some committed job reports an
+/// optimal solution. (Random polling rolls back every worker of a lost process alike.)
+#[derive(Debug)]
+pub struct SharedIncumbent {
+    value: AtomicI64,
+    keep_ties: AtomicBool,
+}
+
+impl Default for SharedIncumbent {
+    fn default() -> Self {
+        Self { value: AtomicI64::new(NO_VALUE), keep_ties: AtomicBool::new(false) }
+    }
+}
+
+impl SharedIncumbent {
+    /// The value to beat: one relaxed load, on the hot path.
+    pub fn value(&self) -> i64 {
+        self.value.load(Ordering::Relaxed)
+    }
+
+    /// Takes what the master knows (from a job or its broadcast).
+    pub fn raise(&self, incumbent: Incumbent) {
+        self.keep_ties.store(incumbent.keep_ties, Ordering::Relaxed);
+        self.value.fetch_max(incumbent.value, Ordering::Relaxed);
+    }
+
+    /// Whether a subtree bounded by `bound` must be searched.
+    fn admits(&self, bound: i64) -> bool {
+        let value = self.value();
+        bound > value || (bound == value && self.keep_ties.load(Ordering::Relaxed))
+    }
+
+    /// Offers a solution of `value`; if it beats the incumbent (or ties it with `--all-best`), its
+    /// record is made by `record` and the solution returned, for the job to report.
+    fn offer(&self, value: i64, record: impl FnOnce() -> Vec<u8>) -> Option<Solution> {
+        if value == NO_VALUE || !self.admits(value) {
+            return None;
+        }
+        self.value.fetch_max(value, Ordering::Relaxed);
+        tracing::debug!(value, "found a better solution");
+        Some(Solution { value, record: record() })
+    }
+}
+
+/// What a search does besides enumerating: nothing for a plain [`Tree`], pruning and collecting
+/// solutions for an [`Optimise`] one.
+pub trait Goal<T: Tree + ?Sized>: Send + Sync + 'static {
+    /// Whether `node` (not yet visited) must be searched; false prunes it.
+    fn admits(&self, tree: &T, node: &T::Node, depth: u32) -> bool;
+
+    /// Visits `node`: hands its output record to `out` and returns true if it has one (a plain
+    /// tree), or offers it as a solution, pushing it to `found` if it beats the incumbent.
+    fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut impl Records, found: &mut Vec<Solution>) -> bool;
+
+    /// The process's incumbent, for a branch and bound.
+    fn incumbent(&self) -> Option<&SharedIncumbent> {
+        None
+    }
+
+    /// The same goal with an incumbent of its own (see `RunnerSettings::detached`).
+    fn detached(&self) -> Self
+    where
+        Self: Sized;
+
+    /// A pruned node's later siblings are pruned too (see [`Optimise::BOUNDS_DESCEND`]).
+    fn prunes_later_siblings(&self) -> bool {
+        false
+    }
+}
+
+/// The goal of a plain enumeration: every node is visited and writes its record.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Enumerate;
+
+impl<T: Tree + ?Sized> Goal<T> for Enumerate {
+    #[inline(always)]
+    fn admits(&self, _tree: &T, _node: &T::Node, _depth: u32) -> bool {
+        true
+    }
+
+    #[inline(always)]
+    fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut impl Records, _: &mut Vec<Solution>) -> bool {
+        out.record(tree, node, depth)
+    }
+
+    fn detached(&self) -> Self {
+        Enumerate
+    }
+}
+
+/// The goal of a branch and bound: prune what cannot beat the process's incumbent.
+#[derive(Debug, Default)]
+pub struct Maximise(pub SharedIncumbent);
+
+impl<T: Optimise + ?Sized> Goal<T> for Maximise {
+    #[inline]
+    fn admits(&self, tree: &T, node: &T::Node, depth: u32) -> bool {
+        self.0.value() == NO_VALUE || self.0.admits(tree.bound(node, depth))
+    }
+
+    #[inline]
+    fn visit(&self, tree: &T, node: &T::Node, depth: u32, _: &mut impl Records, found: &mut Vec<Solution>) -> bool {
+        if let Some(value) = tree.value(node, depth) {
+            let record = || {
+                let mut text = String::new();
+                tree.output(node, depth, &mut text);
+                text.into_bytes()
+            };
+            found.extend(self.0.offer(value, record));
+        }
+        false
+    }
+
+    fn incumbent(&self) -> Option<&SharedIncumbent> {
+        Some(&self.0)
+    }
+
+    fn prunes_later_siblings(&self) -> bool {
+        T::BOUNDS_DESCEND
+    }
+
+    fn detached(&self) -> Self {
+        Maximise::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_solution_counts_only_when_it_beats_the_incumbent() {
+        let shared = SharedIncumbent::default();
+        assert!(shared.offer(5, || b"five".to_vec()).is_some());
+        assert!(shared.offer(5, || b"again".to_vec()).is_none());
+        assert!(shared.offer(4, || b"four".to_vec()).is_none());
+        assert_eq!(shared.value(), 5);
+        shared.raise(Incumbent { value: 3, keep_ties: false });
+        assert_eq!(shared.value(), 5);
+    }
+
+    #[test]
+    fn ties_are_kept_only_when_asked() {
+        let shared = SharedIncumbent::default();
+        shared.raise(Incumbent { value: 7, keep_ties: true });
+        assert!(shared.admits(7) && !shared.admits(6));
+        assert!(shared.offer(7, || b"tie".to_vec()).is_some());
+        shared.raise(Incumbent { value: 7, keep_ties: false });
+        assert!(!shared.admits(7) && shared.admits(8));
+    }
+}
