@@ -352,7 +352,8 @@ fn a_second_bts_on_the_same_checkpoint_or_output_is_refused_until_the_first_dies
     let (ck, out) = (dir.path().join("run.ckpt"), dir.path().join("out.txt"));
     let (ck_s, out_s) = (ck.to_str().unwrap(), out.to_str().unwrap());
     let mut args = vec!["run", "--workers", "1", "--checkpoint", ck_s, "--output", out_s];
-    args.extend(SLOW_T1);
+    // A run far longer than the attempts below (each waits a second for the lock): it is killed.
+    args.extend(["uts", "--preset", "T1L", "-g", "10"]);
     let mut first = bts_command().args(&args).stderr(Stdio::null()).spawn().unwrap();
     wait_for(&ck);
     let other = dir.path().join("other");

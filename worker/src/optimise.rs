@@ -3,6 +3,7 @@
 
 use crate::{Records, Tree};
 use bts_protocol::{Incumbent, NO_VALUE, Solution};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// A tree whose nodes may be feasible solutions of a maximisation problem.
@@ -151,6 +152,23 @@ pub trait Goal<T: Tree + ?Sized>: Send + Sync + 'static {
     /// A pruned node's later siblings are pruned too (see [`Optimise::BOUNDS_DESCEND`]).
     fn prunes_later_siblings(&self) -> bool {
         false
+    }
+}
+
+/// A goal that visits as `G` does and prunes nothing.
+pub(crate) struct Unpruned<G>(pub Arc<G>);
+
+impl<T: Tree + ?Sized, G: Goal<T>> Goal<T> for Unpruned<G> {
+    fn admits(&self, _tree: &T, _node: &T::Node, _depth: u32) -> bool {
+        true
+    }
+
+    fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut impl Records, found: &mut Vec<Solution>) -> bool {
+        self.0.visit(tree, node, depth, out, found)
+    }
+
+    fn detached(&self) -> Self {
+        Unpruned(Arc::new(self.0.detached()))
     }
 }
 

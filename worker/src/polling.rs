@@ -185,7 +185,7 @@ pub fn selective_start(
         }
         let leader = me < group;
         while stack.len() == 1 {
-            stack.work(1)?;
+            stack.expand_top()?;
             let p = stack.take_progress();
             if leader {
                 counted.merge(p);

@@ -1,7 +1,7 @@
 //! The depth-first stack of a random-polling worker: nodes waiting to be visited, with the
 //! shallowest at the bottom, which a busy worker splits to give part of it to an idle one.
 
-use crate::optimise::{Enumerate, Goal};
+use crate::optimise::{Enumerate, Goal, Unpruned};
 use crate::{CountOnly, Job, Limits, Tree, search_with, unwind};
 use bts_protocol::polling::{Progress, SplitRule};
 use bts_protocol::{Incumbent, JobFailure, JobId, NodeBytes, Returned};
@@ -14,6 +14,10 @@ pub trait StackWorker: Send {
 
     /// Visits up to `max` nodes; returns how many it visited (fewer when the stack runs dry).
     fn work(&mut self, max: u64) -> Result<u64, JobFailure>;
+
+    /// Visits the top node and puts all its children on the stack, pruning none of them: every
+    /// worker of a selective start must see the same nodes, whatever incumbent it knows.
+    fn expand_top(&mut self) -> Result<(), JobFailure>;
 
     fn len(&self) -> usize;
 
@@ -59,34 +63,9 @@ impl<T: Tree, G: Goal<T>> TreeStack<T, G> {
         Self { tree, goal, stack: Vec::new(), keep_output, out: String::new(), progress: Progress::default() }
     }
 
-    /// Moves the records written so far into the progress (or drops them, counted, when output is
-    /// not kept).
-    fn flush_output(&mut self) {
-        if self.keep_output {
-            self.progress.output.extend_from_slice(self.out.as_bytes());
-        }
-        self.out.clear();
-    }
-
-    fn encode(&self, node: &T::Node, depth: u32) -> Returned {
-        let node = postcard::to_extend(node, NodeBytes::new()).expect("a node serialises: it did when it was pushed");
-        Returned { depth, node }
-    }
-}
-
-impl<T: Tree, G: Goal<T>> StackWorker for TreeStack<T, G> {
-    fn push(&mut self, nodes: Vec<Returned>) -> Result<(), String> {
-        // Given in depth-first order: the first is to be visited first, so it goes on top.
-        for r in nodes.into_iter().rev() {
-            let node: T::Node =
-                postcard::from_bytes(r.node.as_slice()).map_err(|e| format!("cannot decode a node: {e}"))?;
-            self.stack.push((node, r.depth));
-        }
-        Ok(())
-    }
-
-    fn work(&mut self, max: u64) -> Result<u64, JobFailure> {
-        let (tree, goal) = (&*self.tree, &*self.goal);
+    /// Visits up to `max` nodes with `goal`; see [`StackWorker::work`].
+    fn work_with(&mut self, max: u64, goal: &impl Goal<T>) -> Result<u64, JobFailure> {
+        let tree = &*self.tree;
         let keep_output = self.keep_output;
         let (stack, out, p) = (&mut self.stack, &mut self.out, &mut self.progress);
         let mut visited = 0;
@@ -136,6 +115,42 @@ impl<T: Tree, G: Goal<T>> StackWorker for TreeStack<T, G> {
         }
         self.flush_output();
         Ok(visited)
+    }
+
+    /// Moves the records written so far into the progress (or drops them, counted, when output is
+    /// not kept).
+    fn flush_output(&mut self) {
+        if self.keep_output {
+            self.progress.output.extend_from_slice(self.out.as_bytes());
+        }
+        self.out.clear();
+    }
+
+    fn encode(&self, node: &T::Node, depth: u32) -> Returned {
+        let node = postcard::to_extend(node, NodeBytes::new()).expect("a node serialises: it did when it was pushed");
+        Returned { depth, node }
+    }
+}
+
+impl<T: Tree, G: Goal<T>> StackWorker for TreeStack<T, G> {
+    fn push(&mut self, nodes: Vec<Returned>) -> Result<(), String> {
+        // Given in depth-first order: the first is to be visited first, so it goes on top.
+        for r in nodes.into_iter().rev() {
+            let node: T::Node =
+                postcard::from_bytes(r.node.as_slice()).map_err(|e| format!("cannot decode a node: {e}"))?;
+            self.stack.push((node, r.depth));
+        }
+        Ok(())
+    }
+
+    fn work(&mut self, max: u64) -> Result<u64, JobFailure> {
+        let goal = Arc::clone(&self.goal);
+        self.work_with(max, &*goal)
+    }
+
+    fn expand_top(&mut self) -> Result<(), JobFailure> {
+        let unpruned = Unpruned(Arc::clone(&self.goal));
+        self.work_with(1, &unpruned).map(drop)
     }
 
     fn len(&self) -> usize {
