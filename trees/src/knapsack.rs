@@ -124,35 +124,60 @@ impl Knapsack {
                 room -= w;
                 bound += v;
             } else {
-                return bound + (v as i128 * room as i128 / w as i128) as i64;
+                // The fraction of the item that fits; its product needs 128 bits only when
+                // numbers are large.
+                return bound
+                    + match v.checked_mul(room) {
+                        Some(product) => product / w,
+                        None => (v as i128 * room as i128 / w as i128) as i64,
+                    };
             }
         }
         bound
     }
 }
 
+/// The children of a packing, made one at a time: the next item taken (if it fits), then left.
+/// The second child takes over the parent's copy of the bits instead of copying them again.
+pub struct PackingChildren<'a> {
+    knapsack: &'a Knapsack,
+    /// The parent, `None` once both children are out.
+    parent: Option<Packing>,
+    /// Whether the child that takes the next item is still to come.
+    take: bool,
+}
+
+impl Iterator for PackingChildren<'_> {
+    type Item = Packing;
+
+    #[inline]
+    fn next(&mut self) -> Option<Packing> {
+        let p = self.parent.as_ref()?;
+        let (v, w, _) = self.knapsack.items[p.next as usize];
+        if std::mem::take(&mut self.take) && p.weight + w <= self.knapsack.capacity {
+            let i = p.next as usize;
+            let mut taken = p.taken.clone();
+            taken[i / 64] |= 1 << (i % 64);
+            return Some(Packing { next: p.next + 1, value: p.value + v, weight: p.weight + w, taken });
+        }
+        let p = self.parent.take()?;
+        Some(Packing { next: p.next + 1, ..p })
+    }
+}
+
 impl Tree for Knapsack {
     type Node = Packing;
-    type Children<'a> = std::iter::Flatten<std::array::IntoIter<Option<Packing>, 2>>;
+    type Children<'a> = PackingChildren<'a>;
 
     fn root(&self) -> Packing {
         Packing { next: 0, value: 0, weight: 0, taken: smallvec::smallvec![0; self.words()] }
     }
 
     /// Take the next item if it fits, then leave it.
-    fn children<'a>(&'a self, p: &Packing, _depth: u32) -> Self::Children<'a> {
-        let Some(&(v, w, _)) = self.items.get(p.next as usize) else {
-            return [None, None].into_iter().flatten();
-        };
-        let i = p.next as usize;
-        let take = (p.weight + w <= self.capacity).then(|| {
-            let mut child =
-                Packing { next: p.next + 1, value: p.value + v, weight: p.weight + w, taken: p.taken.clone() };
-            child.taken[i / 64] |= 1 << (i % 64);
-            child
-        });
-        let leave = Packing { next: p.next + 1, ..p.clone() };
-        [take, Some(leave)].into_iter().flatten()
+    #[inline]
+    fn children<'a>(&'a self, p: &Packing, _depth: u32) -> PackingChildren<'a> {
+        let parent = ((p.next as usize) < self.items.len()).then(|| p.clone());
+        PackingChildren { knapsack: self, parent, take: true }
     }
 
     fn output(&self, p: &Packing, _depth: u32, out: &mut String) -> bool {
