@@ -11,7 +11,6 @@ use bts_trees::{Gw, Knapsack, Queens};
 use bts_worker::{JobRunner, Limits, RunnerSettings, Searcher, Tree, TreeSearcher, search};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 
 /// Any tree, with every node's debug form as its output record: exactly-once output is then
 /// exactly-once visiting, checkable node by node.
@@ -42,7 +41,9 @@ fn sequential<T: Tree>(tree: &T) -> (u64, u64, u32, Vec<String>) {
     (s.visited, s.leaves, s.max_depth, records)
 }
 
+/// A worker thread of a simulated process: its process, runner, queued jobs and unsent batch.
 struct FakeWorker {
+    process: u64,
     runner: Box<dyn JobRunner>,
     queue: VecDeque<Job>,
     batch: ReportBatch,
@@ -56,7 +57,8 @@ struct Snapshot {
 }
 
 struct Sim {
-    searcher: TreeSearcher<Recorded<Gw>>,
+    /// A process's searcher: its threads share it (and a branch and bound's incumbent).
+    searcher: Box<dyn Fn() -> Box<dyn Searcher>>,
     config: SchedulerConfig,
     scheduler: Scheduler,
     workers: BTreeMap<u64, FakeWorker>,
@@ -66,10 +68,18 @@ struct Sim {
 }
 
 impl Sim {
+    /// A run of `tree` with `workers` single-thread processes.
     fn new(tree: Gw, config: SchedulerConfig, workers: usize) -> Sim {
-        let searcher = TreeSearcher::new(Recorded(tree));
-        let scheduler = Scheduler::new(config.clone(), searcher.root().unwrap());
-        let mut sim = Sim {
+        let mut sim = Sim::with(Box::new(move || Box::new(TreeSearcher::new(Recorded(tree.clone())))), config);
+        for _ in 0..workers {
+            sim.join(1);
+        }
+        sim
+    }
+
+    fn with(searcher: Box<dyn Fn() -> Box<dyn Searcher>>, config: SchedulerConfig) -> Sim {
+        let scheduler = Scheduler::new(config.clone(), searcher().root().unwrap());
+        Sim {
             searcher,
             config,
             scheduler,
@@ -77,26 +87,32 @@ impl Sim {
             next_worker: 0,
             output: Vec::new(),
             snapshot: None,
-        };
-        for _ in 0..workers {
-            sim.join();
         }
-        sim
     }
 
-    fn join(&mut self) {
-        let id = self.next_worker;
-        self.next_worker += 1;
-        let runner = self.searcher.runner(RunnerSettings::default()).unwrap();
-        self.workers.insert(id, FakeWorker { runner, queue: VecDeque::new(), batch: ReportBatch::default() });
-        self.scheduler.add_worker(id, 1 + (id % 3) as u32);
+    /// A process with `threads` workers.
+    fn join(&mut self, threads: u64) {
+        let searcher = (self.searcher)();
+        let process = self.next_worker;
+        for _ in 0..threads {
+            let id = self.next_worker;
+            self.next_worker += 1;
+            let runner = searcher.runner(RunnerSettings::default()).unwrap();
+            self.workers
+                .insert(id, FakeWorker { process, runner, queue: VecDeque::new(), batch: ReportBatch::default() });
+            self.scheduler.add_worker(id, 1 + (id % 3) as u32);
+        }
         self.deliver();
     }
 
     fn deliver(&mut self) {
         while let Some((id, message)) = self.scheduler.poll_send() {
-            if let (Some(w), ToWorker::Jobs(jobs)) = (self.workers.get_mut(&id), message) {
-                w.queue.extend(jobs);
+            if let Some(w) = self.workers.get_mut(&id) {
+                match message {
+                    ToWorker::Jobs(jobs) => w.queue.extend(jobs),
+                    ToWorker::Incumbent(incumbent) => w.runner.raise(incumbent),
+                    ToWorker::Finish => {}
+                }
             }
         }
         self.output.extend_from_slice(self.scheduler.output());
@@ -128,11 +144,15 @@ impl Sim {
         self.deliver();
     }
 
+    /// Worker `id`'s process dies: none of its threads' unsent batches arrive.
     fn kill(&mut self, id: u64) {
-        if self.workers.remove(&id).is_some() {
-            self.scheduler.handle_disconnect(id);
-            self.deliver();
+        let Some(process) = self.workers.get(&id).map(|w| w.process) else { return };
+        let doomed: Vec<u64> = self.workers.iter().filter(|(_, w)| w.process == process).map(|(&i, _)| i).collect();
+        for i in doomed {
+            self.workers.remove(&i);
+            self.scheduler.handle_disconnect(i);
         }
+        self.deliver();
     }
 
     /// Saves the scheduler's state, as the driver does for a checkpoint.
@@ -143,7 +163,7 @@ impl Sim {
     }
 
     /// The master dies with all its workers; a new one carries on from the last checkpoint, with
-    /// the output cut back to the checkpoint's committed length.
+    /// the output cut back to the checkpoint's committed length, and as many workers as before.
     fn crash_and_resume(&mut self) {
         let Some(snap) = &self.snapshot else { return };
         let workers = self.workers.len().max(1);
@@ -152,7 +172,7 @@ impl Sim {
         self.scheduler =
             Scheduler::resume(self.config.clone(), snap.totals.clone(), Some(snap.budget.clone()), snap.jobs.clone());
         for _ in 0..workers {
-            self.join();
+            self.join(1);
         }
     }
 
@@ -164,7 +184,7 @@ impl Sim {
     /// Lets every worker work until the run ends.
     fn finish(&mut self) -> Outcome {
         if self.workers.is_empty() {
-            self.join();
+            self.join(1);
         }
         let mut rounds = 0;
         while self.scheduler.outcome().is_none() {
@@ -239,12 +259,12 @@ proptest! {
         let (nodes, leaves, depth, records) = sequential(&Recorded(gw(tree)));
         let mut sim = Sim::new(gw(tree), config, workers);
         for (action, n) in actions {
-            let Some(id) = sim.nth_worker(n) else { sim.join(); continue };
+            let Some(id) = sim.nth_worker(n) else { sim.join(1); continue };
             match action {
                 0..=5 => sim.run_one(id),
                 6..=7 => sim.flush(id),
                 8 => sim.kill(id),
-                9 => sim.join(),
+                9 => sim.join(1),
                 10 => sim.checkpoint(),
                 _ => sim.crash_and_resume(),
             }
@@ -291,8 +311,8 @@ proptest! {
         let budget = sim.scheduler.budget().state().clone();
         let mut rest = Sim::new(gw(tree), config.clone(), 0);
         rest.scheduler = Scheduler::resume(config, first, Some(budget), pending);
-        rest.join();
-        rest.join();
+        rest.join(1);
+        rest.join(1);
         prop_assert_eq!(rest.finish(), Outcome::Complete);
         let t = rest.scheduler.totals();
         prop_assert_eq!((t.nodes, t.leaves, t.max_depth, t.outputs), (nodes, Some(leaves), Some(depth), nodes));
@@ -337,119 +357,6 @@ fn queens_solutions_are_committed_once_each_through_the_scheduler() {
     assert_eq!(scheduler.totals().outputs, 92);
 }
 
-/// Branch and bound through the scheduler: worker processes of one to three threads share an
-/// incumbent (a searcher each), report in batches in any order, die with everything unsent, join,
-/// and the master crashes and resumes from checkpoints. The optimum must be exact and its record a
-/// real solution: a lost incumbent (a job committed after pruning with a value whose record never
-/// arrived) fails the check.
-struct BnbSim {
-    tree: Arc<Knapsack>,
-    config: SchedulerConfig,
-    scheduler: Scheduler,
-    workers: BTreeMap<u64, ProcessThread>,
-    next: u64,
-    snapshot: Option<Snapshot>,
-}
-
-/// A worker thread of a process: its process, runner, queued jobs and unsent batch.
-type ProcessThread = (u64, Box<dyn JobRunner>, VecDeque<Job>, ReportBatch);
-
-impl BnbSim {
-    fn new(tree: Knapsack, config: SchedulerConfig) -> Self {
-        let root = TreeSearcher::optimising(tree.clone()).root().unwrap();
-        let scheduler = Scheduler::new(config.clone(), root);
-        Self { tree: Arc::new(tree), config, scheduler, workers: BTreeMap::new(), next: 0, snapshot: None }
-    }
-
-    /// A process with `threads` workers, sharing one incumbent.
-    fn join(&mut self, threads: u64) {
-        let searcher = TreeSearcher::optimising((*self.tree).clone());
-        let process = self.next;
-        for _ in 0..threads {
-            let runner = searcher.runner(RunnerSettings::default()).unwrap();
-            self.workers.insert(self.next, (process, runner, VecDeque::new(), ReportBatch::default()));
-            self.scheduler.add_worker(self.next, 1);
-            self.next += 1;
-        }
-        self.deliver();
-    }
-
-    fn deliver(&mut self) {
-        while let Some((id, message)) = self.scheduler.poll_send() {
-            if let Some((_, runner, queue, _)) = self.workers.get_mut(&id) {
-                match message {
-                    ToWorker::Jobs(jobs) => queue.extend(jobs),
-                    ToWorker::Incumbent(incumbent) => runner.raise(incumbent),
-                    ToWorker::Finish => {}
-                }
-            }
-        }
-        self.scheduler.clear_output();
-    }
-
-    fn run_one(&mut self, id: u64) {
-        if let Some((_, runner, queue, batch)) = self.workers.get_mut(&id)
-            && let Some(job) = queue.pop_front()
-        {
-            runner.run(&job, batch).unwrap();
-        }
-    }
-
-    fn flush(&mut self, id: u64) {
-        if let Some((_, _, _, batch)) = self.workers.get_mut(&id)
-            && !batch.is_empty()
-        {
-            let batch = std::mem::take(batch);
-            self.scheduler.handle_message(id, FromWorker::Reports(batch)).unwrap();
-            self.deliver();
-        }
-    }
-
-    /// Worker `id`'s process dies: none of its threads' unsent batches arrive.
-    fn kill_process(&mut self, id: u64) {
-        let Some(&(process, ..)) = self.workers.get(&id) else { return };
-        let doomed: Vec<u64> = self.workers.iter().filter(|(_, w)| w.0 == process).map(|(&i, _)| i).collect();
-        for i in doomed {
-            self.workers.remove(&i);
-            self.scheduler.handle_disconnect(i);
-        }
-        self.deliver();
-    }
-
-    fn checkpoint(&mut self) {
-        let s = &self.scheduler;
-        self.snapshot =
-            Some(Snapshot { totals: s.totals().clone(), budget: s.budget().state().clone(), jobs: s.pending_jobs() });
-    }
-
-    fn crash_and_resume(&mut self) {
-        let Some(snap) = &self.snapshot else { return };
-        self.workers.clear();
-        self.scheduler =
-            Scheduler::resume(self.config.clone(), snap.totals.clone(), Some(snap.budget.clone()), snap.jobs.clone());
-        self.join(2);
-    }
-
-    fn nth_worker(&self, n: usize) -> Option<u64> {
-        let ids: Vec<u64> = self.workers.keys().copied().collect();
-        (!ids.is_empty()).then(|| ids[n % ids.len()])
-    }
-
-    fn finish(&mut self) -> Outcome {
-        if self.workers.is_empty() {
-            self.join(1);
-        }
-        while self.scheduler.outcome().is_none() {
-            let ids: Vec<u64> = self.workers.keys().copied().collect();
-            for id in ids {
-                self.run_one(id);
-                self.flush(id);
-            }
-        }
-        self.scheduler.outcome().unwrap().clone()
-    }
-}
-
 /// The optimum by dynamic programming over capacities.
 fn knapsack_dp(capacity: u64, items: &[(u64, u64)]) -> i64 {
     let mut best = vec![0u64; capacity as usize + 1];
@@ -474,14 +381,20 @@ proptest! {
         let capacity = items.iter().map(|i| i.1).sum::<u64>() / 2;
         let expected = knapsack_dp(capacity, &items);
         let config = SchedulerConfig { optimum: OptimumConfig { keep_ties, target: None }, ..config };
-        let mut sim = BnbSim::new(Knapsack::new(capacity, &items).unwrap(), config);
+        // Worker processes of one to three threads share an incumbent (a searcher each), report
+        // in batches in any order, die with everything unsent, join, and the master crashes and
+        // resumes from checkpoints. The optimum must be exact and its record a real solution: a
+        // lost incumbent (a job committed after pruning with a value whose record never arrived)
+        // fails the check.
+        let tree = Knapsack::new(capacity, &items).unwrap();
+        let mut sim = Sim::with(Box::new(move || Box::new(TreeSearcher::optimising(tree.clone()))), config);
         sim.join(3);
         for (action, n) in actions {
             let Some(id) = sim.nth_worker(n) else { sim.join(1 + n as u64 % 3); continue };
             match action {
                 0..=5 => sim.run_one(id),
                 6..=7 => sim.flush(id),
-                8 => sim.kill_process(id),
+                8 => sim.kill(id),
                 9 => sim.join(1 + n as u64 % 3),
                 10 => sim.checkpoint(),
                 _ => sim.crash_and_resume(),

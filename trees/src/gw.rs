@@ -49,6 +49,7 @@ impl std::fmt::Debug for GwNode {
 }
 
 /// A critical Galton-Watson tree.
+#[derive(Clone)]
 pub struct Gw {
     seed: u64,
     /// cdf[k] = p_0 + ... + p_k, summed in this order.
