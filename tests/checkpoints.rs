@@ -281,20 +281,7 @@ fn bad_checkpoint_files_are_refused_and_left_untouched() {
 #[test]
 fn an_output_file_shorter_than_the_committed_records_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let (ck, out) = (dir.path().join("c"), dir.path().join("out.txt"));
-    let o = bts(&[
-        "run",
-        "--checkpoint",
-        ck.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-        "--node-limit",
-        "20000",
-        "queens",
-        "--n",
-        "10",
-    ]);
-    assert_eq!(o.status.code(), Some(3));
+    let (ck, out) = stopped_queens_run(dir.path());
     std::fs::write(&out, "short\n").unwrap();
     let o = bts(&["resume", ck.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
