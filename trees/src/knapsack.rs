@@ -46,13 +46,21 @@ pub struct Knapsack {
 }
 
 /// The items decided so far: the first `next` items in density order, those taken as bits.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Packing {
     next: u32,
     value: i64,
     weight: i64,
     /// Inline up to 256 items: a child costs a copy, not an allocation.
     taken: SmallVec<[u64; 4]>,
+}
+
+/// SmallVec's own `clone` goes item by item; the bits are `Copy`, so one `memcpy` does it.
+impl Clone for Packing {
+    #[inline]
+    fn clone(&self) -> Self {
+        Packing { taken: SmallVec::from_slice(&self.taken), ..*self }
+    }
 }
 
 impl Knapsack {
@@ -156,7 +164,7 @@ impl Iterator for PackingChildren<'_> {
         let (v, w, _) = self.knapsack.items[p.next as usize];
         if std::mem::take(&mut self.take) && p.weight + w <= self.knapsack.capacity {
             let i = p.next as usize;
-            let mut taken = p.taken.clone();
+            let mut taken = SmallVec::from_slice(&p.taken);
             taken[i / 64] |= 1 << (i % 64);
             return Some(Packing { next: p.next + 1, value: p.value + v, weight: p.weight + w, taken });
         }
