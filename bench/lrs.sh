@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Parallel lrs, side by side in one run: plain lrs, mplrs (mpirun -np 3 and -np 4, the better one
-# counts) and `bts run lrs --workers 2`, on cyclic polytopes whose facets take plain lrs 5 to 60 s.
-# Prints the wall times, the ratios, and the CPU that bts's jobs cost beyond plain lrs's (process
-# starts, reading the input, pivoting to the restart cobasis): the job cost's share of the run.
+# counts) and `bts run lrs --workers 2`, on cyclic polytopes whose facets take plain lrs 5 to 20 s.
+# Two ways of running, each like for like:
+#   count   all three count without printing: lrs with `countonly`, mplrs -countonly, bts --count-only
+#   output  all three write the facets to a file: lrs FILE >out, mplrs FILE out, bts --output out
+# Prints the wall times, the ratios, and the CPU that bts's run costs beyond plain lrs's (process
+# starts, reading the input, pivoting to the restart cobasis, bts itself) as a share of it; and
+# the cost of one job (a budget-1 job's CPU) times the jobs of the run, as a share of its CPU.
 #
 #   bench/lrs.sh [ROUNDS]            (from the repository; builds bts in release mode first)
+#   BENCH_INPUTS="c8-50.ext" bench/lrs.sh 1       (some of the inputs only)
 #
 # Needs lrs and mplrs (Debian packages lrslib and mplrs) and mpirun (openmpi-bin). Each round
 # runs every contender once per input, in turn, so that load from elsewhere falls on all of them;
@@ -13,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-2}
 cargo build --release -q
-bts=$PWD/target/release/bts
+bts=${CARGO_TARGET_DIR:-$PWD/target}/release/bts
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -27,13 +32,21 @@ print(f"cyclic-{d}-{n}\nV-representation\nbegin\n{n} {d + 1} rational")
 for t in range(1, n + 1): print(" ".join(str(t**k) for k in range(d + 1)))
 print("end")' "$1" "$2"
 }
-cyclic 12 28 >"$work/c12-28.ext"
+cyclic 12 30 >"$work/c12-30.ext"
 cyclic 8 50 >"$work/c8-50.ext"
-inputs=(c12-28.ext c8-50.ext)
+cyclic 10 40 >"$work/c10-40.ext"
+inputs=(${BENCH_INPUTS:-c12-30.ext c8-50.ext c10-40.ext})
+for input in "${inputs[@]}"; do
+    { cat "$work/$input"; echo countonly; } >"$work/count-$input"
+done
 
 # Runs a command: its wall seconds in $wall, its user+sys CPU seconds (children included) in $cpu.
 timed() {
-    /usr/bin/time -o "$work/time" -f "%e %U %S" "$@" >/dev/null 2>&1 || { echo "failed: $*" >&2; exit 1; }
+    /usr/bin/time -o "$work/time" -f "%e %U %S" "$@" >"$work/stdout" 2>"$work/stderr" || {
+        echo "failed: $*" >&2
+        cat "$work/stderr" >&2
+        exit 1
+    }
     read -r wall cpu <<<"$(awk '{ print $1, $2 + $3 }' "$work/time")"
 }
 
@@ -43,23 +56,59 @@ keep() { # name seconds
     if [ -z "$old" ] || awk -v a="$2" -v b="$old" 'BEGIN { exit !(a < b) }'; then best[$1]=$2; fi
 }
 
+jobs_of() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["jobs"])' "$work/s.json"; }
+keep_cpu() { # "input mode": bts's CPU, and the jobs of the run that took the least
+    local old=${best[$1 bts cpu]:-}
+    if [ -z "$old" ] || awk -v a="$cpu" -v b="$old" 'BEGIN { exit !(a < b) }'; then
+        best[$1 bts cpu]=$cpu
+        best[$1 jobs]=$(jobs_of)
+    fi
+}
+
 for round in $(seq "$rounds"); do
     for input in "${inputs[@]}"; do
-        f=$work/$input
-        timed lrs "$f"; keep "$input lrs" "$wall"; keep "$input lrs cpu" "$cpu"
-        timed mpirun --oversubscribe -np 3 mplrs "$f" "$work/out3"; keep "$input mplrs" "$wall"
-        timed mpirun --oversubscribe -np 4 mplrs "$f" "$work/out4"; keep "$input mplrs" "$wall"
-        timed "$bts" run --progress never --workers 2 --count-only lrs "$f"; keep "$input bts" "$wall"
-        keep "$input bts cpu" "$cpu"
-        echo "round $round $input: lrs ${best[$input lrs]} s, mplrs ${best[$input mplrs]} s, bts ${best[$input bts]} s" >&2
+        f=$work/$input out=$work/out.ext
+        # count
+        timed lrs "$work/count-$input"; keep "$input count lrs" "$wall"; keep "$input count lrs cpu" "$cpu"
+        for np in 3 4; do
+            timed mpirun --oversubscribe -np $np mplrs -countonly "$f"; keep "$input count mplrs" "$wall"
+        done
+        timed "$bts" run --progress never --workers 2 --count-only --summary-json "$work/s.json" lrs "$f"
+        keep "$input count bts" "$wall"; keep_cpu "$input count"
+        # output
+        timed sh -c 'lrs "$1" >"$2"' lrs "$f" "$out"; keep "$input output lrs" "$wall"; keep "$input output lrs cpu" "$cpu"
+        for np in 3 4; do
+            timed mpirun --oversubscribe -np $np mplrs "$f" "$out"; keep "$input output mplrs" "$wall"
+        done
+        timed "$bts" run --progress never --workers 2 --output "$out" --summary-json "$work/s.json" lrs "$f"
+        keep "$input output bts" "$wall"; keep_cpu "$input output"
+        echo "round $round $input: count lrs ${best[$input count lrs]} s, mplrs ${best[$input count mplrs]} s," \
+            "bts ${best[$input count bts]} s; output lrs ${best[$input output lrs]} s," \
+            "mplrs ${best[$input output mplrs]} s, bts ${best[$input output bts]} s" \
+            "(load $(cut -d' ' -f1 /proc/loadavg))" >&2
     done
 done
 
-printf '%-12s %9s %11s %9s %13s %14s %14s\n' input "lrs s" "mplrs s" "bts s" "lrs / bts" "mplrs / bts" "job cost"
+# The cost of one job: budget-1 jobs (each visits its own restart cobasis) of the count mode, one
+# worker, 300 of them; the CPU per job, bts's included.
 for input in "${inputs[@]}"; do
-    l=${best[$input lrs]} m=${best[$input mplrs]} b=${best[$input bts]}
-    lc=${best[$input lrs cpu]} bc=${best[$input bts cpu]}
-    awk -v i="$input" -v l="$l" -v m="$m" -v b="$b" -v lc="$lc" -v bc="$bc" 'BEGIN {
-        printf "%-12s %9.2f %11.2f %9.2f %12.2fx %13.2fx %13.1f%%\n", i, l, m, b, l / b, m / b, 100 * (bc - lc) / bc }'
+    # A node limit ends the run with exit 3.
+    /usr/bin/time -o "$work/time" -f "%U %S" "$bts" run --progress never --workers 1 --count-only --fixed-budget \
+        --budget 1 --node-limit 300 --summary-json "$work/s.json" lrs "$work/$input" >/dev/null 2>&1 || true
+    best[$input job ms]=$(awk -v j="$(jobs_of)" 'END { printf "%.2f", 1000 * ($1 + $2) / j }' "$work/time")
 done
-echo "(best of $rounds rounds; job cost: the CPU bts's lrs processes spent beyond plain lrs's, as a share of theirs)"
+
+printf '%-11s %-7s %7s %8s %7s %10s %12s %10s %6s %9s\n' input mode "lrs s" "mplrs s" "bts s" "lrs/bts" \
+    "mplrs/bts" "bts cpu+" jobs "job cost"
+for input in "${inputs[@]}"; do
+    for mode in count output; do
+        k="$input $mode"
+        awk -v i="$input" -v mode="$mode" -v l="${best[$k lrs]}" -v m="${best[$k mplrs]}" -v b="${best[$k bts]}" \
+            -v lc="${best[$k lrs cpu]}" -v bc="${best[$k bts cpu]}" -v jobs="${best[$k jobs]}" \
+            -v ms="${best[$input job ms]}" 'BEGIN {
+            printf "%-11s %-7s %7.2f %8.2f %7.2f %9.2fx %11.2fx %9.1f%% %6d %8.1f%%\n", i, mode, l, m, b, l / b, m / b,
+                100 * (bc - lc) / bc, jobs, 100 * jobs * ms / 1000 / bc }'
+    done
+done
+echo "(best of $rounds rounds; bts cpu+: the CPU of bts's run beyond plain lrs's, as a share of bts's;"
+echo " job cost: the jobs of the run times the CPU of a budget-1 job ($(for i in "${inputs[@]}"; do printf '%s %s ms ' "$i" "${best[$i job ms]}"; done)), as a share of the run's CPU)"

@@ -191,6 +191,13 @@ fn records_and_totals_are_plain_lrss_for_every_budget_and_worker_count() {
                 assert_eq!(sorted_lines(&records), plain.records, "{case}");
                 assert_totals(&s, &plain, &case);
             }
+            // Counting only, lrs prints no records: the counts come from its totals.
+            let mut run = vec!["--workers", "2", "--count-only"];
+            run.extend_from_slice(budget);
+            let (records, s) = run_lrs(dir.path(), &run, &file);
+            let case = format!("{} {run:?}", file.display());
+            assert_eq!(records, "", "{case}");
+            assert_totals(&s, &plain, &case);
         }
     }
 }

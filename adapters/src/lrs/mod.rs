@@ -9,7 +9,8 @@
 //! the leaves and returning the others, so a job visits bases − returned (+ 1 for its own restart
 //! cobasis, which lrs does not count) nodes, and these add up to plain lrs's `bases`. lrs prints
 //! a node's output when it generates it, and suppresses the restart cobasis's own: every record is
-//! printed by exactly one job.
+//! printed by exactly one job. With `--count-only` jobs add `countonly`: lrs prints no records and
+//! a job's outputs are counted from its `*Totals` line.
 
 mod parse;
 
@@ -211,6 +212,11 @@ impl LrsRunner {
         let restart = !cobasis.is_empty();
         let mut text = c.input.clone();
         text += "verbose\n";
+        if !self.settings.keep_output {
+            // `--count-only`: lrs counts without printing records (a tenth of its time goes into
+            // printing them), and the job's outputs come from its `*Totals` line.
+            text += "countonly\n";
+        }
         if restart {
             let counts = if c.hull { "0 0" } else { "0 0 0" };
             text += &format!("restart {counts} {} {cobasis}\nmindepth {}\n", job.depth, job.depth);
@@ -280,6 +286,15 @@ impl LrsRunner {
         } else {
             vec![out.total("vertices"), out.total("rays"), visited, out.total("integer_vertices"), linearities]
         };
+        // The records a job prints: its vertices and rays or its facets, and the lineality
+        // space's rows (the root job's).
+        let outputs = if self.settings.keep_output {
+            out.record_count
+        } else if c.hull {
+            out.total("facets") + linearities
+        } else {
+            out.total("vertices") + out.total("rays") + linearities
+        };
         let output_bytes = if self.settings.keep_output {
             batch.output.extend_from_slice(out.records.as_bytes());
             out.records.len() as u64
@@ -296,7 +311,7 @@ impl LrsRunner {
             visited,
             leaves: None,
             max_depth: None,
-            outputs: out.record_count,
+            outputs,
             returned: returned as u32,
             output_bytes,
             elapsed_ns: started.elapsed().as_nanos() as u64,
