@@ -316,10 +316,14 @@ fn a_late_repeated_done_cannot_answer_the_next_job() {
         dir.path(),
         "twice.py",
         r#"#!/usr/bin/env python3
-import os, sys, time
-marker, n = sys.argv[1], 0
+import os, sys
+marker, n, late = sys.argv[1], 0, False
 for line in sys.stdin:
     n += 1
+    if late:
+        # The previous job's `done` again, once the next job is given.
+        print(f"done 1 job={n - 1}", flush=True)
+        late = False
     node = line.rstrip("\n").split(" ", 4)[4]
     if node == "root":
         for i in range(10): print(f"unexplored 1 n{i}")
@@ -330,8 +334,7 @@ for line in sys.stdin:
     print(f"done 1 job={n}", flush=True)
     if node == "n7" and not os.path.exists(marker):
         open(marker, "w").close()
-        time.sleep(0.3)
-        print(f"done 1 job={n}", flush=True)
+        late = True
 "#,
     );
     let args = ["run", "--workers", "1", "--budget", "1", "--fixed-budget", "--summary-json", "-", "exec"];
@@ -356,14 +359,20 @@ fn one_shot_jobs_end_at_done_and_exit_whatever_the_program_left_behind() {
         r#"#!/bin/sh
 case "$BTS_NODE" in
 root) i=0; while [ $i -lt 6 ]; do echo "unexplored 1 n$i"; i=$((i+1)); done
-      setsid sleep 3 & ;;
+      # Out of the group for sure (setsid has run) before the job ends.
+      setsid sh -c 'touch "$0"; exec sleep 3' "$BTS_ESCAPED" &
+      while [ ! -e "$BTS_ESCAPED" ]; do sleep 0.01; done ;;
 *) echo "out $BTS_NODE"; sleep 30 & ;;
 esac
 echo "done 1"
 "#,
     );
     let args = ["run", "--workers", "2", "--budget", "1", "--fixed-budget", "--summary-json", "-", "exec"];
-    let o = bts(&[&args[..], &["--job-timeout", "20", "--", program.to_str().unwrap()]].concat());
+    let o = bts_command()
+        .env("BTS_ESCAPED", dir.path().join("escaped"))
+        .args([&args[..], &["--job-timeout", "20", "--", program.to_str().unwrap()]].concat())
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = summary(&o);
     assert_eq!((s["nodes"].as_u64(), s["outputs"].as_u64()), (Some(7), Some(6)), "{s}");

@@ -467,7 +467,12 @@ impl Scheduler {
         if std::mem::take(&mut self.first_job) {
             self.budget.first_job()
         } else {
-            self.budget.assign(depth, self.list.len(), self.threads())
+            // mts's L is every job not being worked on: the list and the jobs queued ahead at
+            // workers (beyond one running per thread). Counting the list alone would see a
+            // starving list whenever the queues ahead hold its jobs, and cut budgets for nothing.
+            let threads = self.threads();
+            let queued_ahead = self.in_flight.len().saturating_sub(threads);
+            self.budget.assign(depth, self.list.len() + queued_ahead, threads)
         }
     }
 
