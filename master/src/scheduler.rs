@@ -488,6 +488,12 @@ impl Scheduler {
         if self.stop.is_none() {
             let ids: Vec<WorkerId> = self.workers.keys().copied().collect();
             for fill_queue in [false, true] {
+                // A job queued ahead waits for its worker's current job, however long: queue
+                // ahead only from a list that can spare a job for each thread, so that near the end
+                // no job waits behind a long one while another thread has nothing to do.
+                if fill_queue && self.list.len() < self.threads() {
+                    break;
+                }
                 for &id in &ids {
                     let slot = &self.workers[&id];
                     let want = if fill_queue { self.queue_target(slot) } else { slot.threads };

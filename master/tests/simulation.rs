@@ -417,3 +417,40 @@ proptest! {
         }
     }
 }
+
+/// Jobs are queued ahead at a worker only from a list that can spare one for each thread: near the
+/// end of a run a queued job would wait behind its worker's current job, however long, while
+/// another thread has nothing to do.
+#[test]
+fn no_job_is_queued_ahead_while_the_list_is_shorter_than_the_threads() {
+    // The root of 3-queens has 3 children.
+    let searcher = TreeSearcher::new(Queens::new(3));
+    let config = SchedulerConfig {
+        budget: BudgetConfig { initial: 1, fixed: true, ..Default::default() },
+        ..Default::default()
+    };
+    let mut scheduler = Scheduler::new(config, searcher.root().unwrap());
+    let mut runner = searcher.runner(RunnerSettings::default()).unwrap();
+    scheduler.add_worker(0, 1);
+    scheduler.add_worker(1, 1);
+    let sent = |scheduler: &mut Scheduler| {
+        let mut jobs = BTreeMap::new();
+        while let Some((id, message)) = scheduler.poll_send() {
+            if let ToWorker::Jobs(j) = message {
+                jobs.entry(id).or_insert_with(Vec::new).extend(j);
+            }
+        }
+        jobs
+    };
+    let first = sent(&mut scheduler);
+    assert_eq!(first.values().map(Vec::len).sum::<usize>(), 1, "only the root to give: {first:?}");
+    let (&worker, root) = first.iter().next().unwrap();
+    let mut batch = ReportBatch::default();
+    runner.run(&root[0], &mut batch).unwrap();
+    assert_eq!(batch.returned.len(), 3);
+    scheduler.handle_message(worker, FromWorker::Reports(batch)).unwrap();
+    // One job for each idle thread; the third stays in the list for whichever thread is free first.
+    let next = sent(&mut scheduler);
+    assert_eq!(next.get(&0).map(Vec::len), Some(1), "{next:?}");
+    assert_eq!(next.get(&1).map(Vec::len), Some(1), "{next:?}");
+}
