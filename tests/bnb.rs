@@ -105,6 +105,27 @@ fn knapsack_optima_match_a_dynamic_program_with_1_2_and_4_workers_in_both_modes(
     }
 }
 
+/// A node keeps the first 128 items' bits inline and the others apart: optimal packings that take
+/// items on both sides come out whole.
+#[test]
+fn knapsacks_of_more_than_128_items_report_every_taken_item() {
+    let mut rng = Rng::new(16);
+    for n in [200, 300] {
+        let (_, items) = random_knapsack(&mut rng, n);
+        // Room for most items: more than 128 taken means some beyond the 128th.
+        let capacity = items.iter().map(|i| i.1).sum::<u64>() * 4 / 5;
+        let expected = knapsack_dp(capacity, &items);
+        for mode in modes() {
+            let tree = Knapsack::new(capacity, &items).unwrap();
+            let (value, records) = optimum(tree, options(2, mode, false));
+            assert_eq!(value, expected, "{n} items, {mode:?}");
+            check_packing(&records[0], capacity, &items, value);
+            let taken = records[0].rsplit("items=").next().unwrap().split(',').count();
+            assert!(taken > 128, "{n} items: the optimum takes {taken}, test the bits beyond 128");
+        }
+    }
+}
+
 #[test]
 fn strongly_correlated_knapsacks_match_the_dynamic_program() {
     let mut rng = Rng::new(15);

@@ -119,6 +119,7 @@ impl SharedIncumbent {
 
     /// Offers a solution of `value`; if it beats the incumbent (or ties it with `--all-best`), its
     /// record is made by `record` and the solution returned, for the job to report.
+    #[cold]
     fn offer(&self, value: i64, record: impl FnOnce() -> Vec<u8>) -> Option<Solution> {
         if value == NO_VALUE || !self.admits(value) {
             return None;
@@ -197,14 +198,16 @@ impl<T: Tree + ?Sized> Goal<T> for Enumerate {
 pub struct Maximise(pub SharedIncumbent);
 
 impl<T: Optimise + ?Sized> Goal<T> for Maximise {
-    #[inline]
+    #[inline(always)]
     fn admits(&self, tree: &T, node: &T::Node, depth: u32) -> bool {
         self.0.value() == NO_VALUE || self.0.admits(tree.bound(node, depth))
     }
 
-    #[inline]
+    #[inline(always)]
     fn visit(&self, tree: &T, node: &T::Node, depth: u32, _: &mut impl Records, found: &mut Vec<Solution>) -> bool {
-        if let Some(value) = tree.value(node, depth) {
+        if let Some(value) = tree.value(node, depth)
+            && self.0.admits(value)
+        {
             let record = || {
                 let mut text = String::new();
                 tree.output(node, depth, &mut text);
