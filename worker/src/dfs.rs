@@ -208,7 +208,8 @@ fn visit<'a, T: Tree + ?Sized, G: Goal<T>>(
     stats: &mut JobStats,
 ) -> T::Children<'a> {
     stats.visited += 1;
-    stats.outputs += u64::from(goal.visit(tree, &node, depth, out, found));
+    let (node, had) = goal.visit_owned(tree, node, depth, out, found);
+    stats.outputs += u64::from(had);
     tree.children_owned(node, depth)
 }
 

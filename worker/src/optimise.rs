@@ -119,7 +119,6 @@ impl SharedIncumbent {
 
     /// Offers a solution of `value`; if it beats the incumbent (or ties it with `--all-best`), its
     /// record is made by `record` and the solution returned, for the job to report.
-    #[cold]
     fn offer(&self, value: i64, record: impl FnOnce() -> Vec<u8>) -> Option<Solution> {
         if value == NO_VALUE || !self.admits(value) {
             return None;
@@ -139,6 +138,22 @@ pub trait Goal<T: Tree + ?Sized>: Send + Sync + 'static {
     /// Visits `node`: hands its output record to `out` and returns true if it has one (a plain
     /// tree), or offers it as a solution, pushing it to `found` if it beats the incumbent.
     fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut impl Records, found: &mut Vec<Solution>) -> bool;
+
+    /// As [`visit`](Goal::visit), taking the node and giving it back. A goal that rarely needs the
+    /// node in memory (a branch and bound offers few solutions) passes it by value to an
+    /// out-of-line function when it does, so that the search keeps the node in registers.
+    #[inline(always)]
+    fn visit_owned(
+        &self,
+        tree: &T,
+        node: T::Node,
+        depth: u32,
+        out: &mut impl Records,
+        found: &mut Vec<Solution>,
+    ) -> (T::Node, bool) {
+        let had = self.visit(tree, &node, depth, out, found);
+        (node, had)
+    }
 
     /// The process's incumbent, for a branch and bound.
     fn incumbent(&self) -> Option<&SharedIncumbent> {
@@ -203,19 +218,26 @@ impl<T: Optimise + ?Sized> Goal<T> for Maximise {
         self.0.value() == NO_VALUE || self.0.admits(tree.bound(node, depth))
     }
 
-    #[inline(always)]
     fn visit(&self, tree: &T, node: &T::Node, depth: u32, _: &mut impl Records, found: &mut Vec<Solution>) -> bool {
-        if let Some(value) = tree.value(node, depth)
-            && self.0.admits(value)
-        {
-            let record = || {
-                let mut text = String::new();
-                tree.output(node, depth, &mut text);
-                text.into_bytes()
-            };
-            found.extend(self.0.offer(value, record));
+        if let Some(value) = tree.value(node, depth) {
+            found.extend(self.0.offer(value, || record(tree, node, depth)));
         }
         false
+    }
+
+    #[inline(always)]
+    fn visit_owned(
+        &self,
+        tree: &T,
+        node: T::Node,
+        depth: u32,
+        _: &mut impl Records,
+        found: &mut Vec<Solution>,
+    ) -> (T::Node, bool) {
+        match tree.value(&node, depth) {
+            Some(value) if self.0.admits(value) => (offered(&self.0, tree, node, value, depth, found), false),
+            _ => (node, false),
+        }
     }
 
     fn incumbent(&self) -> Option<&SharedIncumbent> {
@@ -229,6 +251,29 @@ impl<T: Optimise + ?Sized> Goal<T> for Maximise {
     fn detached(&self) -> Self {
         Maximise::default()
     }
+}
+
+/// The record of `node`, as a solution carries it.
+fn record<T: Optimise + ?Sized>(tree: &T, node: &T::Node, depth: u32) -> Vec<u8> {
+    let mut text = String::new();
+    tree.output(node, depth, &mut text);
+    text.into_bytes()
+}
+
+/// Offers `node`, of `value`, and gives it back. Out of line and by value: the node goes to
+/// memory here only, not on the search's hot path.
+#[cold]
+#[inline(never)]
+fn offered<T: Optimise + ?Sized>(
+    incumbent: &SharedIncumbent,
+    tree: &T,
+    node: T::Node,
+    value: i64,
+    depth: u32,
+    found: &mut Vec<Solution>,
+) -> T::Node {
+    found.extend(incumbent.offer(value, || record(tree, &node, depth)));
+    node
 }
 
 #[cfg(test)]
