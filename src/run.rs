@@ -251,6 +251,11 @@ impl Run {
         let runners = runners.map_err(RunError::Setup)?;
         let mut config = options.scheduler.clone();
         config.record_job_sizes = options.monitor.freq.is_some();
+        if searcher.optimises() {
+            // A job queued behind another would run before the nodes the first one returns: the
+            // most promising subtrees would wait, searched later with a worse incumbent.
+            config.queue_ahead = Duration::ZERO;
+        }
         let (mut scheduler, before) = match resume {
             Some(ck) => {
                 let before = (ck.elapsed_s, ck.segments);

@@ -105,6 +105,82 @@ fn knapsack_optima_match_a_dynamic_program_with_1_2_and_4_workers_in_both_modes(
     }
 }
 
+/// The nodes a sequential depth-first branch and bound visits: items by density, take before
+/// leave, a child searched when Dantzig's bound beats the best value found before it.
+fn knapsack_dfs_nodes(capacity: u64, items: &[(u64, u64)]) -> u64 {
+    let mut items: Vec<(i64, i64)> = items.iter().map(|&(v, w)| (v as i64, w as i64)).collect();
+    items.sort_by(|a, b| (b.0 * a.1).cmp(&(a.0 * b.1)));
+    let bound = |next: usize, value: i64, weight: i64| {
+        let (mut room, mut bound) = (capacity as i64 - weight, value);
+        for &(v, w) in &items[next..] {
+            if w > room {
+                return bound + v * room / w;
+            }
+            room -= w;
+            bound += v;
+        }
+        bound
+    };
+    // (next item, value, weight); best starts below every value, so the root is searched.
+    let (mut stack, mut best, mut nodes) = (vec![(0, 0, 0)], -1, 0);
+    while let Some((next, value, weight)) = stack.pop() {
+        if bound(next, value, weight) <= best {
+            continue;
+        }
+        nodes += 1;
+        best = best.max(value);
+        if let Some(&(v, w)) = items.get(next) {
+            stack.push((next + 1, value, weight));
+            if weight + w <= capacity as i64 {
+                stack.push((next + 1, value + v, weight + w));
+            }
+        }
+    }
+    nodes
+}
+
+/// One local worker takes one job at a time, the most promising first: it visits exactly the
+/// nodes of a sequential depth-first search, however its search is cut into jobs.
+#[test]
+fn one_worker_visits_the_nodes_of_a_sequential_depth_first_search() {
+    let mut rng = Rng::new(17);
+    for _ in 0..4 {
+        let items: Vec<(u64, u64)> = (0..40)
+            .map(|_| {
+                let w = 1 + rng.below(100);
+                (w + 10, w)
+            })
+            .collect();
+        let capacity = items.iter().map(|i| i.1).sum::<u64>() / 2;
+        let tree = Knapsack::new(capacity, &items).unwrap();
+        let finished = Run::optimising("t", tree).options(options(1, RunMode::Budget, false));
+        let finished = finished.run(&mut std::io::sink()).unwrap();
+        assert_eq!(finished.summary.totals.nodes, knapsack_dfs_nodes(capacity, &items));
+        assert_eq!(finished.summary.totals.best.unwrap().value, knapsack_dp(capacity, &items));
+    }
+}
+
+/// A node keeps the first 128 items' bits inline and the others apart: optimal packings that take
+/// items on both sides come out whole.
+#[test]
+fn knapsacks_of_more_than_128_items_report_every_taken_item() {
+    let mut rng = Rng::new(16);
+    for n in [200, 300] {
+        let (_, items) = random_knapsack(&mut rng, n);
+        // Room for most items: more than 128 taken means some beyond the 128th.
+        let capacity = items.iter().map(|i| i.1).sum::<u64>() * 4 / 5;
+        let expected = knapsack_dp(capacity, &items);
+        for mode in modes() {
+            let tree = Knapsack::new(capacity, &items).unwrap();
+            let (value, records) = optimum(tree, options(2, mode, false));
+            assert_eq!(value, expected, "{n} items, {mode:?}");
+            check_packing(&records[0], capacity, &items, value);
+            let taken = records[0].rsplit("items=").next().unwrap().split(',').count();
+            assert!(taken > 128, "{n} items: the optimum takes {taken}, test the bits beyond 128");
+        }
+    }
+}
+
 #[test]
 fn strongly_correlated_knapsacks_match_the_dynamic_program() {
     let mut rng = Rng::new(15);

@@ -33,6 +33,9 @@ pub struct SchedulerConfig {
     /// Visit at most this many nodes (in this segment of the run), then stop.
     pub node_limit: Option<u64>,
     /// How much work to queue ahead at each worker thread, so that it never waits for a round trip.
+    /// Zero hands local threads one job at a time (remote ones as many as their round trip needs):
+    /// a branch and bound then runs its jobs as near to depth-first order as the threads allow,
+    /// each job taking the most promising node left, instead of one queued behind it.
     pub queue_ahead: Duration,
     /// Keep the number of nodes of every committed job, for [`Scheduler::job_sizes`].
     pub record_job_sizes: bool,
@@ -507,7 +510,8 @@ impl Scheduler {
 
     fn queue_target(&self, slot: &WorkerSlot) -> u32 {
         let ahead = (self.config.queue_ahead.as_nanos() as f64 + slot.rtt_ns) / slot.job_ns.max(1.0);
-        let per_thread = (1.0 + ahead.ceil()).clamp(2.0, MAX_QUEUED_PER_THREAD as f64) as u32;
+        let least = if self.config.queue_ahead.is_zero() { 1.0 } else { 2.0 };
+        let per_thread = (1.0 + ahead.ceil()).clamp(least, MAX_QUEUED_PER_THREAD as f64) as u32;
         per_thread * slot.threads
     }
 

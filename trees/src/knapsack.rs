@@ -8,7 +8,6 @@
 use bts_worker::{Optimise, Tree};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
-use smallvec::SmallVec;
 use std::path::PathBuf;
 
 /// Options of `bts run knapsack`.
@@ -46,20 +45,45 @@ pub struct Knapsack {
 }
 
 /// The items decided so far: the first `next` items in density order, those taken as bits.
-#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Packing {
     next: u32,
     value: i64,
     weight: i64,
-    /// Inline up to 256 items: a child costs a copy, not an allocation.
-    taken: SmallVec<[u64; 4]>,
+    /// Items 0 to 127 taken: inline, so that a child costs a few moves, not a copy of a buffer.
+    taken: u128,
+    /// Items from 128 on taken, bit `i - 128`; empty until one of them is taken.
+    beyond: Vec<u64>,
 }
 
-/// SmallVec's own `clone` goes item by item; the bits are `Copy`, so one `memcpy` does it.
-impl Clone for Packing {
-    #[inline]
-    fn clone(&self) -> Self {
-        Packing { taken: SmallVec::from_slice(&self.taken), ..*self }
+impl Packing {
+    fn has(&self, i: usize) -> bool {
+        match i.checked_sub(128) {
+            None => self.taken >> i & 1 == 1,
+            Some(j) => self.beyond.get(j / 64).is_some_and(|w| w >> (j % 64) & 1 == 1),
+        }
+    }
+
+    /// The child that takes item `next` (of value `v` and weight `w`).
+    #[inline(always)]
+    fn taking(&self, v: i64, w: i64) -> Packing {
+        let i = self.next as usize;
+        let (mut taken, mut beyond) = (self.taken, Vec::new());
+        match i.checked_sub(128) {
+            None => taken |= 1 << i,
+            Some(j) => beyond = self.beyond_with(j),
+        }
+        Packing { next: self.next + 1, value: self.value + v, weight: self.weight + w, taken, beyond }
+    }
+
+    /// A copy of `beyond` with bit `j` set.
+    #[cold]
+    fn beyond_with(&self, j: usize) -> Vec<u64> {
+        let mut beyond = Vec::with_capacity(self.beyond.len().max(j / 64 + 1));
+        beyond.extend_from_slice(&self.beyond);
+        beyond.resize(beyond.capacity(), 0);
+        beyond[j / 64] |= 1 << (j % 64);
+        beyond
     }
 }
 
@@ -118,12 +142,9 @@ impl Knapsack {
         self.items.is_empty()
     }
 
-    fn words(&self) -> usize {
-        self.items.len().div_ceil(64)
-    }
-
     /// Dantzig's bound: the packing's value plus a greedy fill of the remaining items in density
     /// order, the first that does not fit taken fractionally (rounded down).
+    #[inline]
     pub fn dantzig(&self, p: &Packing) -> i64 {
         let mut room = self.capacity - p.weight;
         let mut bound = p.value;
@@ -146,30 +167,33 @@ impl Knapsack {
 }
 
 /// The children of a packing, made one at a time: the next item taken (if it fits), then left.
-/// The second child takes over the parent's copy of the bits instead of copying them again.
+/// The second child is the parent itself, moved on by one item.
 pub struct PackingChildren<'a> {
     knapsack: &'a Knapsack,
-    /// The parent, `None` once both children are out.
-    parent: Option<Packing>,
-    /// Whether the child that takes the next item is still to come.
-    take: bool,
+    parent: Packing,
+    /// How many children may still come: 2 (taking the next item, then leaving it), 1 or 0.
+    left: u8,
 }
 
 impl Iterator for PackingChildren<'_> {
     type Item = Packing;
 
-    #[inline]
+    /// Inlined into the search loop: a child returned through memory stalls the next load of it.
+    #[inline(always)]
     fn next(&mut self) -> Option<Packing> {
-        let p = self.parent.as_ref()?;
-        let (v, w, _) = self.knapsack.items[p.next as usize];
-        if std::mem::take(&mut self.take) && p.weight + w <= self.knapsack.capacity {
-            let i = p.next as usize;
-            let mut taken = SmallVec::from_slice(&p.taken);
-            taken[i / 64] |= 1 << (i % 64);
-            return Some(Packing { next: p.next + 1, value: p.value + v, weight: p.weight + w, taken });
+        if self.left == 0 {
+            return None;
         }
-        let p = self.parent.take()?;
-        Some(Packing { next: p.next + 1, ..p })
+        let p = &mut self.parent;
+        if self.left == 2 {
+            self.left = 1;
+            let (v, w, _) = self.knapsack.items[p.next as usize];
+            if p.weight + w <= self.knapsack.capacity {
+                return Some(p.taking(v, w));
+            }
+        }
+        self.left = 0;
+        Some(Packing { next: p.next + 1, beyond: std::mem::take(&mut p.beyond), ..*p })
     }
 }
 
@@ -178,20 +202,24 @@ impl Tree for Knapsack {
     type Children<'a> = PackingChildren<'a>;
 
     fn root(&self) -> Packing {
-        Packing { next: 0, value: 0, weight: 0, taken: smallvec::smallvec![0; self.words()] }
+        Packing { next: 0, value: 0, weight: 0, taken: 0, beyond: Vec::new() }
     }
 
     /// Take the next item if it fits, then leave it.
     #[inline]
-    fn children<'a>(&'a self, p: &Packing, _depth: u32) -> PackingChildren<'a> {
-        let parent = ((p.next as usize) < self.items.len()).then(|| p.clone());
-        PackingChildren { knapsack: self, parent, take: true }
+    fn children<'a>(&'a self, p: &Packing, depth: u32) -> PackingChildren<'a> {
+        self.children_owned(p.clone(), depth)
+    }
+
+    #[inline]
+    fn children_owned<'a>(&'a self, p: Packing, _depth: u32) -> PackingChildren<'a> {
+        let left = if (p.next as usize) < self.items.len() { 2 } else { 0 };
+        PackingChildren { knapsack: self, parent: p, left }
     }
 
     fn output(&self, p: &Packing, _depth: u32, out: &mut String) -> bool {
         use std::fmt::Write;
-        let mut items: Vec<u32> =
-            (0..p.next as usize).filter(|&i| p.taken[i / 64] >> (i % 64) & 1 == 1).map(|i| self.items[i].2).collect();
+        let mut items: Vec<u32> = (0..p.next as usize).filter(|&i| p.has(i)).map(|i| self.items[i].2).collect();
         items.sort_unstable();
         let items: Vec<String> = items.iter().map(u32::to_string).collect();
         let _ = write!(out, "value={} weight={} items={}", p.value, p.weight, items.join(","));
@@ -200,10 +228,12 @@ impl Tree for Knapsack {
 }
 
 impl Optimise for Knapsack {
+    #[inline]
     fn value(&self, p: &Packing, _depth: u32) -> Option<i64> {
         Some(p.value)
     }
 
+    #[inline]
     fn bound(&self, p: &Packing, _depth: u32) -> i64 {
         self.dantzig(p)
     }

@@ -202,10 +202,16 @@ impl Tree for MaxClique {
         Clique { vertices: SmallVec::new(), candidates, bound: self.n as u32 }
     }
 
-    fn children<'a>(&'a self, c: &Clique, _depth: u32) -> CliqueChildren<'a> {
-        let mut order = Vec::new();
+    fn children<'a>(&'a self, c: &Clique, depth: u32) -> CliqueChildren<'a> {
+        self.children_owned(c.clone(), depth)
+    }
+
+    /// The clique and its candidates move into the children, which need them both.
+    fn children_owned<'a>(&'a self, c: Clique, _depth: u32) -> CliqueChildren<'a> {
+        let count = c.candidates.iter().map(|w| w.count_ones() as usize).sum();
+        let mut order = Vec::with_capacity(count);
         self.colour(&c.candidates, &mut order);
-        CliqueChildren { graph: self, vertices: c.vertices.clone(), order, candidates: c.candidates.clone() }
+        CliqueChildren { graph: self, vertices: c.vertices, order, candidates: c.candidates }
     }
 
     fn output(&self, c: &Clique, _depth: u32, out: &mut String) -> bool {

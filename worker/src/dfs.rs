@@ -108,39 +108,33 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
         stats.pruned = 1;
         return stats;
     }
-    // The next child of `children` worth searching; the others are pruned. When bounds descend,
-    // the first pruned child ends the list (the callers never ask that iterator again).
     let mut pruned = 0;
     let skip_rest = goal.prunes_later_siblings();
-    let mut next = |children: &mut T::Children<'_>, depth: u32| {
-        for child in children.by_ref() {
-            if goal.admits(tree, &child, depth) {
-                return Some(child);
-            }
-            pruned += 1;
-            if skip_rest {
-                return None;
-            }
-        }
-        None
-    };
-    // stack[i] holds the untaken children of the node at depth start_depth + i.
+    let mut next =
+        |children: &mut T::Children<'_>, depth: u32| next_admitted(tree, goal, children, depth, &mut pruned, skip_rest);
+    // stack[i] holds the untaken children of the node at depth start_depth + i; the top one, those
+    // of the node visited last. A frame is made in its place on the stack, never moved after: a
+    // frame kept in a variable between steps would be copied at every step.
     let mut stack: Vec<T::Children<'_>> = Vec::new();
-    let mut depth = start_depth;
-    // The children of the node just visited, at `depth`.
-    let mut children = visit(tree, goal, start, depth, out, found, &mut stats);
+    stats.visited = 1;
+    stats.outputs = u64::from(goal.visit(tree, start, start_depth, out, found));
+    stack.push(tree.children(start, start_depth));
     loop {
+        // The depth of the node whose children are on top.
+        let depth = start_depth + stack.len() as u32 - 1;
+        let top = stack.last_mut().expect("the stack holds the last visited node's children");
         if stats.visited == budget || depth >= max_depth {
             // Either the budget is spent or the children lie beyond the depth limit: hand the
             // children back unvisited.
             let mut any = false;
-            while let Some(child) = next(&mut children, depth + 1) {
+            while let Some(child) = next(top, depth + 1) {
                 any = true;
                 returned(child, depth + 1);
             }
             if !any {
                 stats.leaves += 1;
             }
+            stack.pop();
             if stats.visited == budget {
                 while let Some(mut frame) = stack.pop() {
                     let child_depth = start_depth + stack.len() as u32 + 1;
@@ -151,15 +145,14 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
                 stats.pruned = pruned;
                 return stats;
             }
-        } else if let Some(child) = next(&mut children, depth + 1) {
-            stack.push(children);
-            depth += 1;
+        } else if let Some(child) = next(top, depth + 1) {
             // Only a step down can go deeper than every node so far.
-            stats.max_depth = stats.max_depth.max(depth);
-            children = visit(tree, goal, &child, depth, out, found, &mut stats);
+            stats.max_depth = stats.max_depth.max(depth + 1);
+            stack.push(visit(tree, goal, child, depth + 1, out, found, &mut stats));
             continue;
         } else {
             stats.leaves += 1;
+            stack.pop();
         }
 
         // Backtrack to the next sibling.
@@ -170,8 +163,7 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
                 return stats;
             };
             if let Some(child) = next(top, child_depth) {
-                depth = child_depth;
-                children = visit(tree, goal, &child, depth, out, found, &mut stats);
+                stack.push(visit(tree, goal, child, child_depth, out, found, &mut stats));
                 break;
             }
             stack.pop();
@@ -179,21 +171,46 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
     }
 }
 
+/// The next child of `children` worth searching; the others are pruned and counted in `pruned`.
+/// When bounds descend (`skip_rest`), the first pruned child ends the list (the callers never ask
+/// that iterator again). Inlined: a child returned through memory stalls the next load of it.
+#[inline(always)]
+fn next_admitted<T: Tree + ?Sized, G: Goal<T>>(
+    tree: &T,
+    goal: &G,
+    children: &mut T::Children<'_>,
+    depth: u32,
+    pruned: &mut u64,
+    skip_rest: bool,
+) -> Option<T::Node> {
+    for child in children.by_ref() {
+        if goal.admits(tree, &child, depth) {
+            return Some(child);
+        }
+        *pruned += 1;
+        if skip_rest {
+            return None;
+        }
+    }
+    None
+}
+
 /// Counts `node`, hands it to the goal (which writes its record to `out`, or offers it as a
-/// solution) and gives its children.
+/// solution) and gives its children, the node moved into them.
 #[inline(always)]
 fn visit<'a, T: Tree + ?Sized, G: Goal<T>>(
     tree: &'a T,
     goal: &G,
-    node: &T::Node,
+    node: T::Node,
     depth: u32,
     out: &mut impl Records,
     found: &mut Vec<Solution>,
     stats: &mut JobStats,
 ) -> T::Children<'a> {
     stats.visited += 1;
-    stats.outputs += u64::from(goal.visit(tree, node, depth, out, found));
-    tree.children(node, depth)
+    let (node, had) = goal.visit_owned(tree, node, depth, out, found);
+    stats.outputs += u64::from(had);
+    tree.children_owned(node, depth)
 }
 
 #[cfg(test)]

@@ -139,6 +139,22 @@ pub trait Goal<T: Tree + ?Sized>: Send + Sync + 'static {
     /// tree), or offers it as a solution, pushing it to `found` if it beats the incumbent.
     fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut impl Records, found: &mut Vec<Solution>) -> bool;
 
+    /// As [`visit`](Goal::visit), taking the node and giving it back. A goal that rarely needs the
+    /// node in memory (a branch and bound offers few solutions) passes it by value to an
+    /// out-of-line function when it does, so that the search keeps the node in registers.
+    #[inline(always)]
+    fn visit_owned(
+        &self,
+        tree: &T,
+        node: T::Node,
+        depth: u32,
+        out: &mut impl Records,
+        found: &mut Vec<Solution>,
+    ) -> (T::Node, bool) {
+        let had = self.visit(tree, &node, depth, out, found);
+        (node, had)
+    }
+
     /// The process's incumbent, for a branch and bound.
     fn incumbent(&self) -> Option<&SharedIncumbent> {
         None
@@ -197,22 +213,31 @@ impl<T: Tree + ?Sized> Goal<T> for Enumerate {
 pub struct Maximise(pub SharedIncumbent);
 
 impl<T: Optimise + ?Sized> Goal<T> for Maximise {
-    #[inline]
+    #[inline(always)]
     fn admits(&self, tree: &T, node: &T::Node, depth: u32) -> bool {
         self.0.value() == NO_VALUE || self.0.admits(tree.bound(node, depth))
     }
 
-    #[inline]
     fn visit(&self, tree: &T, node: &T::Node, depth: u32, _: &mut impl Records, found: &mut Vec<Solution>) -> bool {
         if let Some(value) = tree.value(node, depth) {
-            let record = || {
-                let mut text = String::new();
-                tree.output(node, depth, &mut text);
-                text.into_bytes()
-            };
-            found.extend(self.0.offer(value, record));
+            found.extend(self.0.offer(value, || record(tree, node, depth)));
         }
         false
+    }
+
+    #[inline(always)]
+    fn visit_owned(
+        &self,
+        tree: &T,
+        node: T::Node,
+        depth: u32,
+        _: &mut impl Records,
+        found: &mut Vec<Solution>,
+    ) -> (T::Node, bool) {
+        match tree.value(&node, depth) {
+            Some(value) if self.0.admits(value) => (offered(&self.0, tree, node, value, depth, found), false),
+            _ => (node, false),
+        }
     }
 
     fn incumbent(&self) -> Option<&SharedIncumbent> {
@@ -226,6 +251,29 @@ impl<T: Optimise + ?Sized> Goal<T> for Maximise {
     fn detached(&self) -> Self {
         Maximise::default()
     }
+}
+
+/// The record of `node`, as a solution carries it.
+fn record<T: Optimise + ?Sized>(tree: &T, node: &T::Node, depth: u32) -> Vec<u8> {
+    let mut text = String::new();
+    tree.output(node, depth, &mut text);
+    text.into_bytes()
+}
+
+/// Offers `node`, of `value`, and gives it back. Out of line and by value: the node goes to
+/// memory here only, not on the search's hot path.
+#[cold]
+#[inline(never)]
+fn offered<T: Optimise + ?Sized>(
+    incumbent: &SharedIncumbent,
+    tree: &T,
+    node: T::Node,
+    value: i64,
+    depth: u32,
+    found: &mut Vec<Solution>,
+) -> T::Node {
+    found.extend(incumbent.offer(value, || record(tree, &node, depth)));
+    node
 }
 
 #[cfg(test)]

@@ -61,6 +61,15 @@ pub trait Tree: Send + Sync + 'static {
     /// The children of `node`, which lies at `depth`.
     fn children<'a>(&'a self, node: &Self::Node, depth: u32) -> Self::Children<'a>;
 
+    /// The children of `node`, which the search hands over once it has visited it. The default
+    /// borrows it for [`children`](Tree::children); a tree whose children iterator keeps a copy of
+    /// its parent overrides this to move the node in instead (the hot loop of a small-node branch
+    /// and bound). It must produce the same children, in the same order, as `children`.
+    #[inline]
+    fn children_owned<'a>(&'a self, node: Self::Node, depth: u32) -> Self::Children<'a> {
+        self.children(&node, depth)
+    }
+
     /// Appends `node`'s output record to `out` and returns true, or returns false when the node has
     /// none. A record is one line of text: do not write a newline.
     ///
@@ -150,7 +159,11 @@ impl<O: AdjacencyOracle> Tree for Adjacency<O> {
     }
 
     fn children<'a>(&'a self, node: &O::Node, _depth: u32) -> AdjChildren<'a, O> {
-        AdjChildren { oracle: &self.0, parent: node.clone(), next: 0, degree: self.0.max_degree() }
+        self.children_owned(node.clone(), 0)
+    }
+
+    fn children_owned<'a>(&'a self, node: O::Node, _depth: u32) -> AdjChildren<'a, O> {
+        AdjChildren { oracle: &self.0, parent: node, next: 0, degree: self.0.max_degree() }
     }
 
     fn output(&self, node: &O::Node, depth: u32, out: &mut String) -> bool {
