@@ -447,7 +447,9 @@ fn estimate_hist_and_progress_work_on_lrs() {
     std::fs::write(&file, cross(4)).unwrap();
     let plain = plain_lrs(&file);
     let bases = plain.totals["bases"] as f64;
-    let o = bts(&["estimate", "--json", "--probes", "300", "lrs", file.to_str().unwrap()]);
+    // A fixed seed: the probes' sizes are heavy-tailed (a few of 773 or 1,637 bases carry the mean
+    // of 48), and about 3 estimates in 100 miss them all and fall more than 4 standard errors short.
+    let o = bts(&["estimate", "--json", "--probes", "300", "--probe-seed", "1", "lrs", file.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let e: Value = serde_json::from_slice(&o.stdout).unwrap();
     let (mean, se) = (e["nodes"].as_f64().unwrap(), e["std_error"].as_f64().unwrap());
