@@ -52,15 +52,20 @@ pub struct Packing {
     weight: i64,
     /// Items 0 to 127 taken: inline, so that a child costs a few moves, not a copy of a buffer.
     taken: u128,
-    /// Items from 128 on taken, bit `i - 128`; empty until one of them is taken.
-    beyond: Vec<u64>,
+    /// Items from 128 on taken, bit `i - 128`; none until one of them is taken.
+    beyond: Beyond,
 }
+
+/// A thin box: a node of the first 128 items carries one null word, and dropping it is one test
+/// (measured: a `Vec` or a boxed slice here cost 10% to 18% of the search's speed).
+#[allow(clippy::box_collection)]
+type Beyond = Option<Box<Vec<u64>>>;
 
 impl Packing {
     fn has(&self, i: usize) -> bool {
         match i.checked_sub(128) {
             None => self.taken >> i & 1 == 1,
-            Some(j) => self.beyond.get(j / 64).is_some_and(|w| w >> (j % 64) & 1 == 1),
+            Some(j) => self.beyond.as_ref().and_then(|b| b.get(j / 64)).is_some_and(|w| w >> (j % 64) & 1 == 1),
         }
     }
 
@@ -68,7 +73,8 @@ impl Packing {
     #[inline(always)]
     fn taking(&self, v: i64, w: i64) -> Packing {
         let i = self.next as usize;
-        let (mut taken, mut beyond) = (self.taken, Vec::new());
+        // Items are decided in order: below item 128 no item beyond it is decided yet.
+        let (mut taken, mut beyond) = (self.taken, None);
         match i.checked_sub(128) {
             None => taken |= 1 << i,
             Some(j) => beyond = self.beyond_with(j),
@@ -78,12 +84,12 @@ impl Packing {
 
     /// A copy of `beyond` with bit `j` set.
     #[cold]
-    fn beyond_with(&self, j: usize) -> Vec<u64> {
-        let mut beyond = Vec::with_capacity(self.beyond.len().max(j / 64 + 1));
-        beyond.extend_from_slice(&self.beyond);
-        beyond.resize(beyond.capacity(), 0);
+    fn beyond_with(&self, j: usize) -> Beyond {
+        let old = self.beyond.as_deref().map_or(&[][..], Vec::as_slice);
+        let mut beyond = vec![0; old.len().max(j / 64 + 1)];
+        beyond[..old.len()].copy_from_slice(old);
         beyond[j / 64] |= 1 << (j % 64);
-        beyond
+        Some(Box::new(beyond))
     }
 }
 
@@ -202,7 +208,7 @@ impl Tree for Knapsack {
     type Children<'a> = PackingChildren<'a>;
 
     fn root(&self) -> Packing {
-        Packing { next: 0, value: 0, weight: 0, taken: 0, beyond: Vec::new() }
+        Packing { next: 0, value: 0, weight: 0, taken: 0, beyond: None }
     }
 
     /// Take the next item if it fits, then leave it.
