@@ -59,10 +59,8 @@ keep() { # name seconds
 jobs_of() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["jobs"])' "$work/s.json"; }
 keep_cpu() { # "input mode": bts's CPU, and the jobs of the run that took the least
     local old=${best[$1 bts cpu]:-}
-    if [ -z "$old" ] || awk -v a="$cpu" -v b="$old" 'BEGIN { exit !(a < b) }'; then
-        best[$1 bts cpu]=$cpu
-        best[$1 jobs]=$(jobs_of)
-    fi
+    keep "$1 bts cpu" "$cpu"
+    if [ "${best[$1 bts cpu]}" != "$old" ]; then best[$1 jobs]=$(jobs_of); fi
 }
 
 for round in $(seq "$rounds"); do

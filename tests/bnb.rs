@@ -72,6 +72,17 @@ fn knapsack_dp(capacity: u64, items: &[(u64, u64)]) -> i64 {
     best[capacity as usize] as i64
 }
 
+/// A strongly correlated knapsack of 40 items (value = weight + 10), the capacity half their weight.
+fn correlated_knapsack(rng: &mut Rng) -> (u64, Vec<(u64, u64)>) {
+    let items: Vec<(u64, u64)> = (0..40)
+        .map(|_| {
+            let w = 1 + rng.below(100);
+            (w + 10, w)
+        })
+        .collect();
+    (items.iter().map(|i| i.1).sum::<u64>() / 2, items)
+}
+
 fn random_knapsack(rng: &mut Rng, n: usize) -> (u64, Vec<(u64, u64)>) {
     let items: Vec<(u64, u64)> = (0..n).map(|_| (rng.below(60), 1 + rng.below(40))).collect();
     let total: u64 = items.iter().map(|i| i.1).sum();
@@ -145,13 +156,7 @@ fn knapsack_dfs_nodes(capacity: u64, items: &[(u64, u64)]) -> u64 {
 fn one_worker_visits_the_nodes_of_a_sequential_depth_first_search() {
     let mut rng = Rng::new(17);
     for _ in 0..4 {
-        let items: Vec<(u64, u64)> = (0..40)
-            .map(|_| {
-                let w = 1 + rng.below(100);
-                (w + 10, w)
-            })
-            .collect();
-        let capacity = items.iter().map(|i| i.1).sum::<u64>() / 2;
+        let (capacity, items) = correlated_knapsack(&mut rng);
         let tree = Knapsack::new(capacity, &items).unwrap();
         let finished = Run::optimising("t", tree).options(options(1, RunMode::Budget, false));
         let finished = finished.run(&mut std::io::sink()).unwrap();
@@ -185,13 +190,7 @@ fn knapsacks_of_more_than_128_items_report_every_taken_item() {
 fn strongly_correlated_knapsacks_match_the_dynamic_program() {
     let mut rng = Rng::new(15);
     for _ in 0..4 {
-        let items: Vec<(u64, u64)> = (0..40)
-            .map(|_| {
-                let w = 1 + rng.below(100);
-                (w + 10, w)
-            })
-            .collect();
-        let capacity = items.iter().map(|i| i.1).sum::<u64>() / 2;
+        let (capacity, items) = correlated_knapsack(&mut rng);
         let expected = knapsack_dp(capacity, &items);
         let tree = Knapsack::new(capacity, &items).unwrap();
         assert_eq!(optimum(tree, options(2, RunMode::Budget, false)).0, expected);
