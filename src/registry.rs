@@ -55,7 +55,7 @@ impl Registry {
         r.register::<bts_trees::UtsArgs, _>("uts", |a| bts_trees::Uts::new(a.params()?));
         r.register::<bts_trees::GwArgs, _>("gw", |a| Ok(a.build()));
         r.register::<bts_trees::QueensArgs, _>("queens", |a| Ok(a.build()));
-        r.register_optimising::<bts_trees::KnapsackArgs, _>("knapsack", |a| a.build());
+        r.register_parsed::<bts_trees::KnapsackArgs>("knapsack", |a| a.searcher());
         r.register_optimising::<bts_trees::MaxCliqueArgs, _>("maxclique", |a| a.build());
         r
     }

@@ -3,7 +3,7 @@
 //! and the command line's `--target`, `--all-best`, `best` summary and bad instance files.
 
 use crate::util::{bts, stderr, summary};
-use bts::trees::{Knapsack, MaxClique};
+use bts::trees::{Knapsack, MaxClique, WideKnapsack};
 use bts::{BudgetConfig, OptimumConfig, Run, RunMode, RunOptions, SchedulerConfig};
 
 /// xorshift64*: instances from a seed, the same on every machine.
@@ -111,13 +111,21 @@ fn knapsack_optima_match_a_dynamic_program_with_1_2_and_4_workers_in_both_modes(
                 let (value, records) = optimum(tree, options(workers, mode, false));
                 assert_eq!(value, expected, "round {round}, {workers} workers, {mode:?}");
                 check_packing(&records[0], capacity, &items, value);
+                // The packings of the wide form, on the same instances.
+                if workers == 2 {
+                    let tree = WideKnapsack::new(capacity, &items).unwrap();
+                    let (value, records) = optimum(tree, options(workers, mode, false));
+                    assert_eq!(value, expected, "round {round}, wide, {mode:?}");
+                    check_packing(&records[0], capacity, &items, value);
+                }
             }
         }
     }
 }
 
-/// The nodes a sequential depth-first branch and bound visits: items by density, take before
-/// leave, a child searched when Dantzig's bound beats the best value found before it.
+/// The nodes a sequential depth-first branch and bound visits: items by density, the first item
+/// that fits taken before left, a child searched when Dantzig's bound beats the best value found
+/// before it.
 fn knapsack_dfs_nodes(capacity: u64, items: &[(u64, u64)]) -> u64 {
     let mut items: Vec<(i64, i64)> = items.iter().map(|&(v, w)| (v as i64, w as i64)).collect();
     items.sort_by(|a, b| (b.0 * a.1).cmp(&(a.0 * b.1)));
@@ -140,11 +148,11 @@ fn knapsack_dfs_nodes(capacity: u64, items: &[(u64, u64)]) -> u64 {
         }
         nodes += 1;
         best = best.max(value);
-        if let Some(&(v, w)) = items.get(next) {
-            stack.push((next + 1, value, weight));
-            if weight + w <= capacity as i64 {
-                stack.push((next + 1, value + v, weight + w));
-            }
+        // The first item that fits is decided; those before it are left.
+        if let Some(i) = (next..items.len()).find(|&i| weight + items[i].1 <= capacity as i64) {
+            let (v, w) = items[i];
+            stack.push((i + 1, value, weight));
+            stack.push((i + 1, value + v, weight + w));
         }
     }
     nodes
@@ -176,7 +184,7 @@ fn knapsacks_of_more_than_128_items_report_every_taken_item() {
         let capacity = items.iter().map(|i| i.1).sum::<u64>() * 4 / 5;
         let expected = knapsack_dp(capacity, &items);
         for mode in modes() {
-            let tree = Knapsack::new(capacity, &items).unwrap();
+            let tree = WideKnapsack::new(capacity, &items).unwrap();
             let (value, records) = optimum(tree, options(2, mode, false));
             assert_eq!(value, expected, "{n} items, {mode:?}");
             check_packing(&records[0], capacity, &items, value);
@@ -359,6 +367,25 @@ fn the_summary_has_a_best_object_and_the_record_is_the_output() {
     assert_eq!(s["outputs"], 1);
     assert_eq!(s["best"]["counts_vary"], true);
     assert!(stderr(&o).contains("best value 13"), "{}", stderr(&o));
+}
+
+/// Above 128 items the command line builds the wide form of the tree: a node's bits past the
+/// 128th are kept too.
+#[test]
+fn a_file_of_more_than_128_items_is_solved_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, items) = random_knapsack(&mut Rng::new(18), 150);
+    let capacity = items.iter().map(|i| i.1).sum::<u64>() * 4 / 5;
+    let text: String =
+        std::iter::once(format!("{capacity}\n")).chain(items.iter().map(|(v, w)| format!("{v} {w}\n"))).collect();
+    let file = write(&dir, "k150.txt", &text);
+    let o = bts(&["run", "--workers", "2", "--summary-json", "-", "knapsack", "--file", &file]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let best = &summary(&o)["best"];
+    assert_eq!(best["value"].as_i64(), Some(knapsack_dp(capacity, &items)));
+    let record = best["record"].as_str().unwrap();
+    check_packing(record, capacity, &items, best["value"].as_i64().unwrap());
+    assert!(record.rsplit("items=").next().unwrap().split(',').any(|i| i.parse::<usize>().unwrap() >= 128));
 }
 
 #[test]

@@ -1,14 +1,18 @@
-//! 0/1 knapsack as a branch and bound: items sorted by value density, a node decides the next item
-//! (take it if it fits, then leave it), and Dantzig's fractional bound prunes.
+//! 0/1 knapsack as a branch and bound: items sorted by value density, a node decides the first
+//! remaining item that fits (take it, then leave it; the items before it, which do not fit, are
+//! left at once), and Dantzig's fractional bound prunes.
 //!
 //! The file format: the capacity, then one `value weight` pair per line (non-negative integers);
 //! blank lines and lines starting with `#` are ignored. A solution's record is
 //! `value=V weight=W items=I,J,...` with the items numbered from 0 in the file's order.
 
-use bts_worker::{Optimise, Tree};
+use bts_worker::{Optimise, Searcher, Tree, TreeSearcher};
 use clap::Parser;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Options of `bts run knapsack`.
 #[derive(Clone, Debug, Parser)]
@@ -24,10 +28,17 @@ pub struct KnapsackArgs {
 }
 
 impl KnapsackArgs {
-    pub fn build(&self) -> Result<Knapsack, String> {
+    /// The instance's search: a [`Knapsack`] of up to 128 items, a [`WideKnapsack`] above.
+    pub fn searcher(&self) -> Result<Arc<dyn Searcher>, String> {
         let text = std::fs::read_to_string(&self.file)
             .map_err(|e| format!("knapsack: cannot read {}: {e}", self.file.display()))?;
-        Knapsack::parse(&text).map_err(|e| format!("knapsack: {}: {e}", self.file.display()))
+        let error = |e: String| format!("knapsack: {}: {e}", self.file.display());
+        let (capacity, items) = parse(&text).map_err(error)?;
+        Ok(if items.len() <= u128::MAX_ITEMS {
+            Arc::new(TreeSearcher::optimising(Knapsack::new(capacity, &items).map_err(error)?))
+        } else {
+            Arc::new(TreeSearcher::optimising(WideKnapsack::new(capacity, &items).map_err(error)?))
+        })
     }
 }
 
@@ -36,107 +47,181 @@ const MAX_NUMBER: u64 = 1 << 40;
 /// The most items.
 const MAX_ITEMS: usize = 1 << 16;
 
-/// An instance, items sorted by value density (highest first).
+/// An instance of up to 128 items: its packings keep their bits inline, and a child is a few moves.
+pub type Knapsack = KnapsackOf<u128>;
+
+/// An instance of any size (up to 65,536 items).
+pub type WideKnapsack = KnapsackOf<Wide>;
+
+/// An instance, items sorted by value density (highest first), its packings' items as `B`.
 #[derive(Clone, Debug)]
-pub struct Knapsack {
+pub struct KnapsackOf<B> {
     capacity: i64,
-    /// (value, weight, position in the file), by decreasing value / weight.
-    items: Vec<(i64, i64, u32)>,
+    /// (value, weight), by decreasing value / weight: what the search reads, apart from the rest.
+    items: Vec<(i64, i64)>,
+    /// The items' positions in the file.
+    positions: Vec<u32>,
+    bits: std::marker::PhantomData<B>,
 }
 
-/// The items decided so far: the first `next` items in density order, those taken as bits.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Packing {
-    next: u32,
-    value: i64,
-    weight: i64,
-    /// Items 0 to 127 taken: inline, so that a child costs a few moves, not a copy of a buffer.
-    taken: u128,
-    /// Items from 128 on taken, bit `i - 128`; none until one of them is taken.
-    beyond: Beyond,
+/// The items a packing takes, as bits.
+pub trait Taken: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The most items it can hold.
+    const MAX_ITEMS: usize;
+
+    /// No item.
+    fn none() -> Self;
+
+    fn has(&self, i: usize) -> bool;
+
+    /// A copy with item `i` added; no item after `i` is taken (packings decide items in order).
+    fn with(&self, i: usize) -> Self;
+
+    /// The bits, handed on to the child that leaves an item: the parent has no other child left.
+    fn hand_on(&mut self) -> Self;
 }
 
-/// A thin box: a node of the first 128 items carries one null word, and dropping it is one test
-/// (measured: a `Vec` or a boxed slice here cost 10% to 18% of the search's speed).
-#[allow(clippy::box_collection)]
-type Beyond = Option<Box<Vec<u64>>>;
+impl Taken for u128 {
+    const MAX_ITEMS: usize = 128;
 
-impl Packing {
+    fn none() -> Self {
+        0
+    }
+
+    fn has(&self, i: usize) -> bool {
+        self >> i & 1 == 1
+    }
+
+    #[inline(always)]
+    fn with(&self, i: usize) -> Self {
+        self | 1 << i
+    }
+
+    #[inline(always)]
+    fn hand_on(&mut self) -> Self {
+        *self
+    }
+}
+
+/// The first 128 items' bits inline, the others in a thin box made when one of them is first taken
+/// (a node of the first 128 items carries one null word, and dropping it is one test).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wide {
+    first: u128,
+    /// Bit `i - 128` for item `i`.
+    #[allow(clippy::box_collection)]
+    beyond: Option<Box<Vec<u64>>>,
+}
+
+impl Taken for Wide {
+    const MAX_ITEMS: usize = MAX_ITEMS;
+
+    fn none() -> Self {
+        Wide::default()
+    }
+
     fn has(&self, i: usize) -> bool {
         match i.checked_sub(128) {
-            None => self.taken >> i & 1 == 1,
+            None => self.first.has(i),
             Some(j) => self.beyond.as_ref().and_then(|b| b.get(j / 64)).is_some_and(|w| w >> (j % 64) & 1 == 1),
         }
     }
 
-    /// The child that takes item `next` (of value `v` and weight `w`).
     #[inline(always)]
-    fn taking(&self, v: i64, w: i64) -> Packing {
-        let i = self.next as usize;
-        // Items are decided in order: below item 128 no item beyond it is decided yet.
-        let (mut taken, mut beyond) = (self.taken, None);
+    fn with(&self, i: usize) -> Self {
         match i.checked_sub(128) {
-            None => taken |= 1 << i,
-            Some(j) => beyond = self.beyond_with(j),
+            // Below item 128 no item beyond it is decided yet.
+            None => Wide { first: self.first.with(i), beyond: None },
+            Some(j) => self.beyond_with(j),
         }
-        Packing { next: self.next + 1, value: self.value + v, weight: self.weight + w, taken, beyond }
     }
 
-    /// A copy of `beyond` with bit `j` set.
+    #[inline(always)]
+    fn hand_on(&mut self) -> Self {
+        Wide { first: self.first, beyond: self.beyond.take() }
+    }
+}
+
+impl Wide {
+    /// A copy with bit `j` of `beyond` set.
     #[cold]
-    fn beyond_with(&self, j: usize) -> Beyond {
+    fn beyond_with(&self, j: usize) -> Wide {
         let old = self.beyond.as_deref().map_or(&[][..], Vec::as_slice);
         let mut beyond = vec![0; old.len().max(j / 64 + 1)];
         beyond[..old.len()].copy_from_slice(old);
         beyond[j / 64] |= 1 << (j % 64);
-        Some(Box::new(beyond))
+        Wide { first: self.first, beyond: Some(Box::new(beyond)) }
     }
 }
 
-impl Knapsack {
+/// The items decided so far: the first `next` items in density order, those taken as bits.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(bound = "")]
+pub struct Packing<B: Taken = u128> {
+    next: u32,
+    value: i64,
+    weight: i64,
+    taken: B,
+}
+
+/// Reads the text format (see the module's documentation): the capacity and the items.
+pub fn parse(text: &str) -> Result<(u64, Vec<(u64, u64)>), String> {
+    let mut capacity = None;
+    let mut items = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let numbers: Result<Vec<u64>, _> = line.split_whitespace().map(str::parse::<u64>).collect();
+        let bad = || {
+            format!(
+                "line {}: `{line}` is not {}",
+                i + 1,
+                if capacity.is_none() { "a capacity" } else { "`value weight`" }
+            )
+        };
+        let numbers = numbers.map_err(|_| bad())?;
+        match (capacity, numbers.as_slice()) {
+            (None, &[c]) => capacity = Some(c),
+            (Some(_), &[v, w]) => items.push((v, w)),
+            _ => return Err(bad()),
+        }
+    }
+    Ok((capacity.ok_or("no capacity: the file is empty")?, items))
+}
+
+impl<B: Taken> KnapsackOf<B> {
     /// An instance of items `(value, weight)` and a capacity.
     pub fn new(capacity: u64, items: &[(u64, u64)]) -> Result<Self, String> {
         if capacity > MAX_NUMBER {
             return Err(format!("the capacity {capacity} is above the limit of 2^40"));
         }
-        if items.len() > MAX_ITEMS {
-            return Err(format!("{} items: at most {MAX_ITEMS} are allowed", items.len()));
+        if items.len() > B::MAX_ITEMS {
+            let wide = if B::MAX_ITEMS < MAX_ITEMS { " (a WideKnapsack takes more)" } else { "" };
+            return Err(format!("{} items: at most {} are allowed{wide}", items.len(), B::MAX_ITEMS));
         }
         if let Some((v, w)) = items.iter().find(|&&(v, w)| v > MAX_NUMBER || w > MAX_NUMBER) {
             return Err(format!("the item `{v} {w}` is above the limit of 2^40"));
         }
-        let mut items: Vec<(i64, i64, u32)> =
-            items.iter().enumerate().map(|(i, &(v, w))| (v as i64, w as i64, i as u32)).collect();
+        let mut order: Vec<u32> = (0..items.len() as u32).collect();
+        let density = |i: u32| (items[i as usize].0 as i128, items[i as usize].1 as i128);
         // v1/w1 > v2/w2 as v1*w2 > v2*w1 (weight 0 items come first); ties keep the file's order.
-        items.sort_by(|a, b| (b.0 as i128 * a.1 as i128).cmp(&(a.0 as i128 * b.1 as i128)));
-        Ok(Self { capacity: capacity as i64, items })
+        order.sort_by(|&a, &b| {
+            let ((va, wa), (vb, wb)) = (density(a), density(b));
+            (vb * wa).cmp(&(va * wb))
+        });
+        Ok(Self {
+            capacity: capacity as i64,
+            items: order.iter().map(|&i| (items[i as usize].0 as i64, items[i as usize].1 as i64)).collect(),
+            positions: order,
+            bits: std::marker::PhantomData,
+        })
     }
 
     /// Reads the text format (see the module's documentation).
     pub fn parse(text: &str) -> Result<Self, String> {
-        let mut capacity = None;
-        let mut items = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let numbers: Result<Vec<u64>, _> = line.split_whitespace().map(str::parse::<u64>).collect();
-            let bad = || {
-                format!(
-                    "line {}: `{line}` is not {}",
-                    i + 1,
-                    if capacity.is_none() { "a capacity" } else { "`value weight`" }
-                )
-            };
-            let numbers = numbers.map_err(|_| bad())?;
-            match (capacity, numbers.as_slice()) {
-                (None, &[c]) => capacity = Some(c),
-                (Some(_), &[v, w]) => items.push((v, w)),
-                _ => return Err(bad()),
-            }
-        }
-        let capacity = capacity.ok_or("no capacity: the file is empty")?;
+        let (capacity, items) = parse(text)?;
         Self::new(capacity, &items)
     }
 
@@ -151,10 +236,10 @@ impl Knapsack {
     /// Dantzig's bound: the packing's value plus a greedy fill of the remaining items in density
     /// order, the first that does not fit taken fractionally (rounded down).
     #[inline]
-    pub fn dantzig(&self, p: &Packing) -> i64 {
+    pub fn dantzig(&self, p: &Packing<B>) -> i64 {
         let mut room = self.capacity - p.weight;
         let mut bound = p.value;
-        for &(v, w, _) in &self.items[p.next as usize..] {
+        for &(v, w) in &self.items[p.next as usize..] {
             if w <= room {
                 room -= w;
                 bound += v;
@@ -172,60 +257,74 @@ impl Knapsack {
     }
 }
 
-/// The children of a packing, made one at a time: the next item taken (if it fits), then left.
-/// The second child is the parent itself, moved on by one item.
-pub struct PackingChildren<'a> {
-    knapsack: &'a Knapsack,
-    parent: Packing,
+/// The children of a packing, made one at a time: the next item taken, then left. The second child
+/// is the parent itself, moved on by one item.
+pub struct PackingChildren<'a, B: Taken = u128> {
+    knapsack: &'a KnapsackOf<B>,
+    /// The parent, its `next` moved to the item its children decide.
+    parent: Packing<B>,
     /// How many children may still come: 2 (taking the next item, then leaving it), 1 or 0.
     left: u8,
 }
 
-impl Iterator for PackingChildren<'_> {
-    type Item = Packing;
+impl<B: Taken> Iterator for PackingChildren<'_, B> {
+    type Item = Packing<B>;
 
     /// Inlined into the search loop: a child returned through memory stalls the next load of it.
     #[inline(always)]
-    fn next(&mut self) -> Option<Packing> {
+    fn next(&mut self) -> Option<Packing<B>> {
         if self.left == 0 {
             return None;
         }
         let p = &mut self.parent;
+        let i = p.next as usize;
         if self.left == 2 {
             self.left = 1;
-            let (v, w, _) = self.knapsack.items[p.next as usize];
-            if p.weight + w <= self.knapsack.capacity {
-                return Some(p.taking(v, w));
-            }
+            let (v, w) = self.knapsack.items[i];
+            return Some(Packing {
+                next: p.next + 1,
+                value: p.value + v,
+                weight: p.weight + w,
+                taken: p.taken.with(i),
+            });
         }
         self.left = 0;
-        Some(Packing { next: p.next + 1, beyond: std::mem::take(&mut p.beyond), ..*p })
+        Some(Packing { next: p.next + 1, taken: p.taken.hand_on(), ..*p })
     }
 }
 
-impl Tree for Knapsack {
-    type Node = Packing;
-    type Children<'a> = PackingChildren<'a>;
+impl<B: Taken> Tree for KnapsackOf<B> {
+    type Node = Packing<B>;
+    type Children<'a> = PackingChildren<'a, B>;
 
-    fn root(&self) -> Packing {
-        Packing { next: 0, value: 0, weight: 0, taken: 0, beyond: None }
+    fn root(&self) -> Packing<B> {
+        Packing { next: 0, value: 0, weight: 0, taken: B::none() }
     }
 
-    /// Take the next item if it fits, then leave it.
+    /// Take the first item that fits, then leave it.
     #[inline]
-    fn children<'a>(&'a self, p: &Packing, depth: u32) -> PackingChildren<'a> {
+    fn children<'a>(&'a self, p: &Packing<B>, depth: u32) -> PackingChildren<'a, B> {
         self.children_owned(p.clone(), depth)
     }
 
     #[inline]
-    fn children_owned<'a>(&'a self, p: Packing, _depth: u32) -> PackingChildren<'a> {
-        let left = if (p.next as usize) < self.items.len() { 2 } else { 0 };
+    fn children_owned<'a>(&'a self, mut p: Packing<B>, _depth: u32) -> PackingChildren<'a, B> {
+        // The items that do not fit are left out at once (a chain of nodes of one child each,
+        // whose bounds only fall): the children decide the first that fits.
+        let room = self.capacity - p.weight;
+        let left = match self.items[p.next as usize..].iter().position(|&(_, w)| w <= room) {
+            Some(skipped) => {
+                p.next += skipped as u32;
+                2
+            }
+            None => 0,
+        };
         PackingChildren { knapsack: self, parent: p, left }
     }
 
-    fn output(&self, p: &Packing, _depth: u32, out: &mut String) -> bool {
+    fn output(&self, p: &Packing<B>, _depth: u32, out: &mut String) -> bool {
         use std::fmt::Write;
-        let mut items: Vec<u32> = (0..p.next as usize).filter(|&i| p.has(i)).map(|i| self.items[i].2).collect();
+        let mut items: Vec<u32> = (0..p.next as usize).filter(|&i| p.taken.has(i)).map(|i| self.positions[i]).collect();
         items.sort_unstable();
         let items: Vec<String> = items.iter().map(u32::to_string).collect();
         let _ = write!(out, "value={} weight={} items={}", p.value, p.weight, items.join(","));
@@ -233,14 +332,14 @@ impl Tree for Knapsack {
     }
 }
 
-impl Optimise for Knapsack {
+impl<B: Taken> Optimise for KnapsackOf<B> {
     #[inline]
-    fn value(&self, p: &Packing, _depth: u32) -> Option<i64> {
+    fn value(&self, p: &Packing<B>, _depth: u32) -> Option<i64> {
         Some(p.value)
     }
 
     #[inline]
-    fn bound(&self, p: &Packing, _depth: u32) -> i64 {
+    fn bound(&self, p: &Packing<B>, _depth: u32) -> i64 {
         self.dantzig(p)
     }
 }
@@ -255,7 +354,7 @@ mod tests {
         assert_eq!(k.len(), 3);
         assert_eq!(k.capacity, 10);
         // Densities 1.2, 1.25, 1.33: the last item comes first.
-        assert_eq!(k.items.iter().map(|i| i.2).collect::<Vec<_>>(), vec![2, 1, 0]);
+        assert_eq!(k.positions, vec![2, 1, 0]);
         for (text, error) in [
             ("", "no capacity"),
             ("10 3\n", "line 1: `10 3` is not a capacity"),
@@ -277,5 +376,49 @@ mod tests {
         let mut out = String::new();
         k.output(&k.root(), 0, &mut out);
         assert_eq!(out, "value=0 weight=0 items=");
+    }
+
+    #[test]
+    fn the_children_decide_the_first_item_that_fits() {
+        // By density: 9/3 (item 1), 8/4 (item 0), 1/1 (item 2).
+        let k = Knapsack::parse("8\n8 4\n9 3\n1 1\n").unwrap();
+        let children = |next, value, weight, taken| -> Vec<Packing> {
+            k.children(&Packing { next, value, weight, taken }, 0).collect()
+        };
+        // Room 5: 8/4 fits; take it, then leave it.
+        assert_eq!(
+            children(1, 9, 3, 0b1),
+            vec![
+                Packing { next: 2, value: 17, weight: 7, taken: 0b11 },
+                Packing { next: 2, value: 9, weight: 3, taken: 0b1 }
+            ]
+        );
+        // Room 2: neither 9/3 nor 8/4 fits, both are left at once and 1/1 decided.
+        assert_eq!(
+            children(0, 0, 6, 0),
+            vec![
+                Packing { next: 3, value: 1, weight: 7, taken: 0b100 },
+                Packing { next: 3, value: 0, weight: 6, taken: 0 }
+            ]
+        );
+        // Room 0: nothing fits, a leaf.
+        assert!(children(0, 0, 8, 0).is_empty());
+        let mut out = String::new();
+        k.output(&Packing { next: 3, value: 10, weight: 4, taken: 0b101 }, 0, &mut out);
+        assert_eq!(out, "value=10 weight=4 items=1,2");
+    }
+
+    #[test]
+    fn wide_packings_keep_the_bits_of_every_item() {
+        let none = Wide::none();
+        let a = none.with(5);
+        let b = a.with(130).with(300);
+        assert!(a.has(5) && !a.has(130) && a.beyond.is_none());
+        assert!(b.has(5) && b.has(130) && b.has(300) && !b.has(131) && !b.has(299));
+        let mut handed = b.clone();
+        assert_eq!(handed.hand_on(), b);
+        let items = vec![(1, 1); 129];
+        assert!(Knapsack::new(10, &items).unwrap_err().contains("WideKnapsack"));
+        assert_eq!(WideKnapsack::new(10, &items).unwrap().len(), 129);
     }
 }
