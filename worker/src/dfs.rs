@@ -104,15 +104,14 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
     let budget = limits.budget.max(1);
     let max_depth = limits.max_depth.unwrap_or(u32::MAX);
     let mut stats = JobStats { max_depth: start_depth, ..JobStats::default() };
-    if !goal.admits(tree, start, start_depth, goal.bar()) {
+    if !goal.admits(tree, start, start_depth) {
         stats.pruned = 1;
         return stats;
     }
     let mut pruned = 0;
     let skip_rest = goal.prunes_later_siblings();
-    let mut next = |children: &mut T::Children<'_>, depth: u32, bar: G::Bar| {
-        next_admitted(tree, goal, children, depth, bar, &mut pruned, skip_rest)
-    };
+    let mut next =
+        |children: &mut T::Children<'_>, depth: u32| next_admitted(tree, goal, children, depth, &mut pruned, skip_rest);
     // stack[i] holds the untaken children of the node at depth start_depth + i; the top one, those
     // of the node visited last. A frame is made in its place on the stack, never moved after: a
     // frame kept in a variable between steps would be copied at every step.
@@ -121,7 +120,6 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
     stats.outputs = u64::from(goal.visit(tree, start, start_depth, out, found));
     stack.push(tree.children(start, start_depth));
     loop {
-        let bar = goal.bar();
         // The depth of the node whose children are on top.
         let depth = start_depth + stack.len() as u32 - 1;
         let top = stack.last_mut().expect("the stack holds the last visited node's children");
@@ -129,7 +127,7 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
             // Either the budget is spent or the children lie beyond the depth limit: hand the
             // children back unvisited.
             let mut any = false;
-            while let Some(child) = next(top, depth + 1, bar) {
+            while let Some(child) = next(top, depth + 1) {
                 any = true;
                 returned(child, depth + 1);
             }
@@ -140,17 +138,17 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
             if stats.visited == budget {
                 while let Some(mut frame) = stack.pop() {
                     let child_depth = start_depth + stack.len() as u32 + 1;
-                    while let Some(child) = next(&mut frame, child_depth, bar) {
+                    while let Some(child) = next(&mut frame, child_depth) {
                         returned(child, child_depth);
                     }
                 }
                 stats.pruned = pruned;
                 return stats;
             }
-        } else if let Some(child) = next(top, depth + 1, bar) {
+        } else if let Some(child) = next(top, depth + 1) {
             // Only a step down can go deeper than every node so far.
             stats.max_depth = stats.max_depth.max(depth + 1);
-            stack.push(visit(tree, goal, child, depth + 1, bar, out, found, &mut stats));
+            stack.push(visit(tree, goal, child, depth + 1, out, found, &mut stats));
             continue;
         } else {
             stats.leaves += 1;
@@ -159,14 +157,13 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
 
         // Backtrack to the next sibling.
         loop {
-            let bar = goal.bar();
             let child_depth = start_depth + stack.len() as u32;
             let Some(top) = stack.last_mut() else {
                 stats.pruned = pruned;
                 return stats;
             };
-            if let Some(child) = next(top, child_depth, bar) {
-                stack.push(visit(tree, goal, child, child_depth, bar, out, found, &mut stats));
+            if let Some(child) = next(top, child_depth) {
+                stack.push(visit(tree, goal, child, child_depth, out, found, &mut stats));
                 break;
             }
             stack.pop();
@@ -174,7 +171,7 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
     }
 }
 
-/// The next child of `children` that beats `bar`; the others are pruned and counted in `pruned`.
+/// The next child of `children` worth searching; the others are pruned and counted in `pruned`.
 /// When bounds descend (`skip_rest`), the first pruned child ends the list (the callers never ask
 /// that iterator again). Inlined: a child returned through memory stalls the next load of it.
 #[inline(always)]
@@ -183,12 +180,11 @@ fn next_admitted<T: Tree + ?Sized, G: Goal<T>>(
     goal: &G,
     children: &mut T::Children<'_>,
     depth: u32,
-    bar: G::Bar,
     pruned: &mut u64,
     skip_rest: bool,
 ) -> Option<T::Node> {
     for child in children.by_ref() {
-        if goal.admits(tree, &child, depth, bar) {
+        if goal.admits(tree, &child, depth) {
             return Some(child);
         }
         *pruned += 1;
@@ -202,19 +198,17 @@ fn next_admitted<T: Tree + ?Sized, G: Goal<T>>(
 /// Counts `node`, hands it to the goal (which writes its record to `out`, or offers it as a
 /// solution) and gives its children, the node moved into them.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)] // the search's state, passed apart so that it stays in registers
 fn visit<'a, T: Tree + ?Sized, G: Goal<T>>(
     tree: &'a T,
     goal: &G,
     node: T::Node,
     depth: u32,
-    bar: G::Bar,
     out: &mut impl Records,
     found: &mut Vec<Solution>,
     stats: &mut JobStats,
 ) -> T::Children<'a> {
     stats.visited += 1;
-    let (node, had) = goal.visit_owned(tree, node, depth, bar, out, found);
+    let (node, had) = goal.visit_owned(tree, node, depth, out, found);
     stats.outputs += u64::from(had);
     tree.children_owned(node, depth)
 }

@@ -132,33 +132,22 @@ impl SharedIncumbent {
 /// What a search does besides enumerating: nothing for a plain [`Tree`], pruning and collecting
 /// solutions for an [`Optimise`] one.
 pub trait Goal<T: Tree + ?Sized>: Send + Sync + 'static {
-    /// What a node must beat to be searched: for a branch and bound, the incumbent.
-    type Bar: Copy;
-
-    /// The bar as it stands, read once a step of the search and not for every child: a value
-    /// shared between threads, read inside the search's innermost loop, keeps the compiler from
-    /// holding the search's state in registers (measured: 6% of a knapsack search). Another thread
-    /// may raise it meanwhile; a stale bar only prunes less.
-    fn bar(&self) -> Self::Bar;
-
-    /// Whether `node` (not yet visited) must be searched, against `bar`; false prunes it.
-    fn admits(&self, tree: &T, node: &T::Node, depth: u32, bar: Self::Bar) -> bool;
+    /// Whether `node` (not yet visited) must be searched; false prunes it.
+    fn admits(&self, tree: &T, node: &T::Node, depth: u32) -> bool;
 
     /// Visits `node`: hands its output record to `out` and returns true if it has one (a plain
     /// tree), or offers it as a solution, pushing it to `found` if it beats the incumbent.
     fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut impl Records, found: &mut Vec<Solution>) -> bool;
 
-    /// As [`visit`](Goal::visit), taking the node and giving it back, with the step's `bar`. A goal
-    /// that rarely needs the node in memory (a branch and bound offers few solutions) passes it by
-    /// value to an out-of-line function when it does, so that the search keeps the node in
-    /// registers.
+    /// As [`visit`](Goal::visit), taking the node and giving it back. A goal that rarely needs the
+    /// node in memory (a branch and bound offers few solutions) passes it by value to an
+    /// out-of-line function when it does, so that the search keeps the node in registers.
     #[inline(always)]
     fn visit_owned(
         &self,
         tree: &T,
         node: T::Node,
         depth: u32,
-        _bar: Self::Bar,
         out: &mut impl Records,
         found: &mut Vec<Solution>,
     ) -> (T::Node, bool) {
@@ -186,11 +175,7 @@ pub trait Goal<T: Tree + ?Sized>: Send + Sync + 'static {
 pub(crate) struct Unpruned<G>(pub Arc<G>);
 
 impl<T: Tree + ?Sized, G: Goal<T>> Goal<T> for Unpruned<G> {
-    type Bar = ();
-
-    fn bar(&self) {}
-
-    fn admits(&self, _tree: &T, _node: &T::Node, _depth: u32, _bar: ()) -> bool {
+    fn admits(&self, _tree: &T, _node: &T::Node, _depth: u32) -> bool {
         true
     }
 
@@ -208,13 +193,8 @@ impl<T: Tree + ?Sized, G: Goal<T>> Goal<T> for Unpruned<G> {
 pub struct Enumerate;
 
 impl<T: Tree + ?Sized> Goal<T> for Enumerate {
-    type Bar = ();
-
     #[inline(always)]
-    fn bar(&self) {}
-
-    #[inline(always)]
-    fn admits(&self, _tree: &T, _node: &T::Node, _depth: u32, _bar: ()) -> bool {
+    fn admits(&self, _tree: &T, _node: &T::Node, _depth: u32) -> bool {
         true
     }
 
@@ -233,19 +213,9 @@ impl<T: Tree + ?Sized> Goal<T> for Enumerate {
 pub struct Maximise(pub SharedIncumbent);
 
 impl<T: Optimise + ?Sized> Goal<T> for Maximise {
-    /// The value a bound must exceed: the incumbent, or one less when ties are kept.
-    type Bar = i64;
-
     #[inline(always)]
-    fn bar(&self) -> i64 {
-        let value = self.0.value();
-        if self.0.keep_ties.load(Ordering::Relaxed) { value.saturating_sub(1) } else { value }
-    }
-
-    #[inline(always)]
-    fn admits(&self, tree: &T, node: &T::Node, depth: u32, bar: i64) -> bool {
-        // No bound is worth computing before there is an incumbent.
-        bar == NO_VALUE || tree.bound(node, depth) > bar
+    fn admits(&self, tree: &T, node: &T::Node, depth: u32) -> bool {
+        self.0.value() == NO_VALUE || self.0.admits(tree.bound(node, depth))
     }
 
     fn visit(&self, tree: &T, node: &T::Node, depth: u32, _: &mut impl Records, found: &mut Vec<Solution>) -> bool {
@@ -261,13 +231,11 @@ impl<T: Optimise + ?Sized> Goal<T> for Maximise {
         tree: &T,
         node: T::Node,
         depth: u32,
-        bar: i64,
         _: &mut impl Records,
         found: &mut Vec<Solution>,
     ) -> (T::Node, bool) {
-        // `offered` checks the value against the incumbent as it is now.
         match tree.value(&node, depth) {
-            Some(value) if value > bar => (offered(&self.0, tree, node, value, depth, found), false),
+            Some(value) if self.0.admits(value) => (offered(&self.0, tree, node, value, depth, found), false),
             _ => (node, false),
         }
     }
