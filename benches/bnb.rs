@@ -5,10 +5,10 @@
 //!
 //! ```text
 //! cargo bench --bench bnb                  # every part (a few minutes on 2 cores)
-//! cargo bench --bench bnb -- speed         # or: speed, delay
+//! cargo bench --bench bnb -- speed         # or: delay; maxclique or knapsack (speed is both)
 //! ```
 
-use bts::trees::{Knapsack, MaxClique};
+use bts::trees::{KnapsackOf, MaxClique, Taken, Wide};
 use bts::{Run, RunOptions};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -126,24 +126,41 @@ impl SeqClique {
     }
 }
 
-/// Depth-first 0/1 knapsack: items by density, take before leave, Dantzig's bound on each child.
+/// Depth-first 0/1 knapsack as one would write it by hand: items by density, the first item that
+/// fits taken before left (the items before it, which do not fit, are left without a node of their
+/// own), Dantzig's bound on each child, and the packing in one array, copied when it is the best.
 struct SeqKnapsack {
     capacity: i64,
     items: Vec<(i64, i64)>,
+    taken: Vec<bool>,
+    best: i64,
+    best_taken: Vec<bool>,
 }
 
 impl SeqKnapsack {
     fn new(capacity: u64, items: &[(u64, u64)]) -> Self {
         let mut items: Vec<(i64, i64)> = items.iter().map(|&(v, w)| (v as i64, w as i64)).collect();
         items.sort_by(|a, b| (b.0 as i128 * a.1 as i128).cmp(&(a.0 as i128 * b.1 as i128)));
-        Self { capacity: capacity as i64, items }
+        let taken = vec![false; items.len()];
+        Self { capacity: capacity as i64, items, best_taken: taken.clone(), taken, best: -1 }
+    }
+
+    /// The optimum.
+    fn solve(mut self) -> i64 {
+        self.go(0, 0, 0);
+        self.best
     }
 
     fn bound(&self, next: usize, value: i64, weight: i64) -> i64 {
         let (mut room, mut bound) = (self.capacity - weight, value);
         for &(v, w) in &self.items[next..] {
             if w > room {
-                return bound + (v as i128 * room as i128 / w as i128) as i64;
+                // A 64-bit division unless the product overflows (as bts's bound does).
+                return bound
+                    + match v.checked_mul(room) {
+                        Some(product) => product / w,
+                        None => (v as i128 * room as i128 / w as i128) as i64,
+                    };
             }
             room -= w;
             bound += v;
@@ -151,14 +168,22 @@ impl SeqKnapsack {
         bound
     }
 
-    fn go(&self, next: usize, value: i64, weight: i64, best: &mut i64) {
-        *best = (*best).max(value);
-        let Some(&(v, w)) = self.items.get(next) else { return };
-        if weight + w <= self.capacity && self.bound(next + 1, value + v, weight + w) > *best {
-            self.go(next + 1, value + v, weight + w, best);
+    fn go(&mut self, next: usize, value: i64, weight: i64) {
+        if value > self.best {
+            self.best = value;
+            self.best_taken.clone_from(&self.taken);
         }
-        if self.bound(next + 1, value, weight) > *best {
-            self.go(next + 1, value, weight, best);
+        let room = self.capacity - weight;
+        let Some(skipped) = self.items[next..].iter().position(|&(_, w)| w <= room) else { return };
+        let i = next + skipped;
+        let (v, w) = self.items[i];
+        if self.bound(i + 1, value + v, weight + w) > self.best {
+            self.taken[i] = true;
+            self.go(i + 1, value + v, weight + w);
+            self.taken[i] = false;
+        }
+        if self.bound(i + 1, value, weight) > self.best {
+            self.go(i + 1, value, weight);
         }
     }
 }
@@ -223,7 +248,7 @@ fn compare(name: &str, seq: impl FnOnce() -> i64, one: impl FnOnce() -> Timing, 
     );
 }
 
-fn speed() {
+fn cliques() {
     println!("bts against sequential branch and bound (the same bounds), one run each, side by side:");
     for (n, p, seed) in [(300, 0.7, 6), (200, 0.87, 4)] {
         let edges = gnp(n, p, seed);
@@ -231,23 +256,27 @@ fn speed() {
         let tree = || MaxClique::new(n, &edges).unwrap();
         compare(&name, || SeqClique::new(n, &edges).solve(n) as i64, || bts_run(tree(), 1), || bts_run(tree(), 2));
     }
-    // Strongly correlated instances of about 500 million nodes (some 4 s for the sequential
-    // program); most seeds are far easier or far harder.
-    for (n, seed) in [(110, 1), (140, 4)] {
+}
+
+fn knapsacks() {
+    println!("bts against sequential branch and bound (the same bounds), one run each, side by side:");
+    // Strongly correlated instances of some 6 s for the sequential program (most seeds are far
+    // easier or far harder); the third has more than 128 items, and bts's wide packings.
+    for (n, seed) in [(117, 11), (119, 1), (137, 3)] {
         let (capacity, items) = correlated(n, 1000, seed);
         let name = format!("knapsack correlated n={n} #{seed}");
-        let tree = || Knapsack::new(capacity, &items).unwrap();
-        compare(
-            &name,
-            || {
-                let mut best = 0;
-                SeqKnapsack::new(capacity, &items).go(0, 0, 0, &mut best);
-                best
-            },
-            || bts_run(tree(), 1),
-            || bts_run(tree(), 2),
-        );
+        if n <= 128 {
+            compare_knapsacks::<u128>(&name, capacity, &items);
+        } else {
+            compare_knapsacks::<Wide>(&name, capacity, &items);
+        }
     }
+}
+
+/// The sequential program and bts on a knapsack, its packings' bits as `B`.
+fn compare_knapsacks<B: Taken>(name: &str, capacity: u64, items: &[(u64, u64)]) {
+    let tree = || KnapsackOf::<B>::new(capacity, items).unwrap();
+    compare(name, || SeqKnapsack::new(capacity, items).solve(), || bts_run(tree(), 1), || bts_run(tree(), 2));
 }
 
 // ----- delay -----
@@ -347,7 +376,10 @@ fn main() {
     if wants("delay") {
         delay();
     }
-    if wants("speed") {
-        speed();
+    if wants("speed") || wants("maxclique") {
+        cliques();
+    }
+    if wants("speed") || wants("knapsack") {
+        knapsacks();
     }
 }
