@@ -261,8 +261,12 @@ impl<B: Taken> KnapsackOf<B> {
 /// is the parent itself, moved on by one item.
 pub struct PackingChildren<'a, B: Taken = u128> {
     knapsack: &'a KnapsackOf<B>,
-    /// The parent, its `next` moved to the item its children decide.
-    parent: Packing<B>,
+    /// The parent's fields, apart so that the count below fits in their padding (a frame of 48
+    /// bytes, not 64): its `next` moved to the item its children decide.
+    next: u32,
+    value: i64,
+    weight: i64,
+    taken: B,
     /// How many children may still come: 2 (taking the next item, then leaving it), 1 or 0.
     left: u8,
 }
@@ -276,20 +280,15 @@ impl<B: Taken> Iterator for PackingChildren<'_, B> {
         if self.left == 0 {
             return None;
         }
-        let p = &mut self.parent;
-        let i = p.next as usize;
+        let (next, value, weight) = (self.next + 1, self.value, self.weight);
+        let i = self.next as usize;
         if self.left == 2 {
             self.left = 1;
             let (v, w) = self.knapsack.items[i];
-            return Some(Packing {
-                next: p.next + 1,
-                value: p.value + v,
-                weight: p.weight + w,
-                taken: p.taken.with(i),
-            });
+            return Some(Packing { next, value: value + v, weight: weight + w, taken: self.taken.with(i) });
         }
         self.left = 0;
-        Some(Packing { next: p.next + 1, taken: p.taken.hand_on(), ..*p })
+        Some(Packing { next, value, weight, taken: self.taken.hand_on() })
     }
 }
 
@@ -319,7 +318,8 @@ impl<B: Taken> Tree for KnapsackOf<B> {
             }
             None => 0,
         };
-        PackingChildren { knapsack: self, parent: p, left }
+        let Packing { next, value, weight, taken } = p;
+        PackingChildren { knapsack: self, next, value, weight, taken, left }
     }
 
     fn output(&self, p: &Packing<B>, _depth: u32, out: &mut String) -> bool {
