@@ -484,9 +484,10 @@ fn remote_workers_find_the_same_optimum_in_both_modes() {
         let workers: Vec<_> = (0..2).map(|_| worker(&["--connect", &master.address, "--threads", "1"])).collect();
         let (code, summary, log) = master.finish();
         assert_eq!(code, Some(0), "{log}");
-        assert_eq!(summary["best"]["value"], expected, "{mode}: {summary}");
+        assert_eq!(summary["best"]["value"], expected, "{mode}: {summary}\n{log}");
         for w in workers {
-            assert_eq!(worker_output(w).0, Some(0));
+            let (code, log) = worker_output(w);
+            assert_eq!(code, Some(0), "{log}");
         }
     }
 }

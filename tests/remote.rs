@@ -436,7 +436,8 @@ fn a_users_own_binary_serves_and_works_for_remote_runs() {
     assert_eq!(code, Some(0), "{log}");
     // Standard Young tableaux of shape 4x3: 12! / product of hook lengths = 462.
     assert_eq!(summary["outputs"], 462);
-    assert_eq!(worker_output(w).0, Some(0));
+    let (code, log) = worker_output(w);
+    assert_eq!(code, Some(0), "{log}");
 }
 
 // Random polling with workers in several processes.
@@ -482,7 +483,8 @@ fn threads_do_not_grow_with_the_number_of_connections() {
     assert_eq!((summary["nodes"].as_u64(), summary["workers"].as_u64()), (Some(60_000_000), Some(13)), "{summary}");
     assert_eq!(with_13, with_one, "the master's threads grew from {with_one} to {with_13} with 12 more workers");
     for w in std::iter::once(first).chain(more) {
-        assert_eq!(worker_output(w).0, Some(0));
+        let (code, log) = worker_output(w);
+        assert_eq!(code, Some(0), "{log}");
     }
 
     // Random polling: every process reaches every other, still on one I/O thread each.
@@ -496,7 +498,8 @@ fn threads_do_not_grow_with_the_number_of_connections() {
     // The main thread, the I/O thread and the searching thread.
     assert!(counts.iter().all(|&n| n <= 3), "threads of the worker processes: {counts:?}");
     for w in workers {
-        assert_eq!(worker_output(w).0, Some(0));
+        let (code, log) = worker_output(w);
+        assert_eq!(code, Some(0), "{log}");
     }
 }
 
@@ -564,14 +567,16 @@ fn remote_workers_stop_with_a_checkpoint_and_resume(mode: &str) {
     assert_eq!(code, Some(3), "{log}");
     assert_eq!(summary["outcome"], "time-limit");
     assert!(summary["nodes"].as_u64() < Some(4_130_071), "{summary}");
-    assert_eq!(worker_output(w).0, Some(0));
+    let (code, log) = worker_output(w);
+    assert_eq!(code, Some(0), "{log}");
     let resumed = Master::start_with(bts_command(), &["resume", ck_s], &["--workers", "0"]);
     let w = worker(&["--connect", &resumed.address, "--threads", "2"]);
     let (code, summary, log) = resumed.finish();
     assert_eq!(code, Some(0), "{log}");
     assert_eq!(summary["mode"], mode);
     assert_t1(&summary);
-    assert_eq!(worker_output(w).0, Some(0));
+    let (code, log) = worker_output(w);
+    assert_eq!(code, Some(0), "{log}");
 }
 
 #[test]
@@ -707,7 +712,8 @@ fn the_master_says_where_it_listens_and_that_it_waits_for_workers() {
     assert_eq!(wait_bounded(&mut master, Duration::from_secs(60)).code(), Some(0));
     reader.join().unwrap();
     assert!(log.lock().unwrap().contains("complete: 2057 nodes"), "{}", log.lock().unwrap());
-    assert_eq!(worker_output(w).0, Some(0));
+    let (code, log) = worker_output(w);
+    assert_eq!(code, Some(0), "{log}");
 }
 
 #[test]
@@ -730,7 +736,8 @@ fn a_missing_token_file_is_made_by_the_master_and_read_by_the_workers() {
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains(&format!("made a new token in {t}")), "{log}");
     assert_eq!(summary["nodes"], 2057);
-    assert_eq!(worker_output(w).0, Some(0));
+    let (code, log) = worker_output(w);
+    assert_eq!(code, Some(0), "{log}");
     // The next master reads the file it finds.
     let again = bts(&["run", "--listen", "127.0.0.1:0", "--token-file", t, "--count-only", "queens", "--n", "8"]);
     assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
