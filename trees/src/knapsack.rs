@@ -307,18 +307,15 @@ impl<B: Taken> Tree for KnapsackOf<B> {
     }
 
     #[inline]
-    fn children_owned<'a>(&'a self, mut p: Packing<B>, _depth: u32) -> PackingChildren<'a, B> {
+    fn children_owned<'a>(&'a self, p: Packing<B>, _depth: u32) -> PackingChildren<'a, B> {
+        let Packing { next, value, weight, taken } = p;
         // The items that do not fit are left out at once (a chain of nodes of one child each,
         // whose bounds only fall): the children decide the first that fits.
-        let room = self.capacity - p.weight;
-        let left = match self.items[p.next as usize..].iter().position(|&(_, w)| w <= room) {
-            Some(skipped) => {
-                p.next += skipped as u32;
-                2
-            }
-            None => 0,
+        let room = self.capacity - weight;
+        let (next, left) = match self.items[next as usize..].iter().position(|&(_, w)| w <= room) {
+            Some(skipped) => (next + skipped as u32, 2),
+            None => (next, 0),
         };
-        let Packing { next, value, weight, taken } = p;
         PackingChildren { knapsack: self, next, value, weight, taken, left }
     }
 

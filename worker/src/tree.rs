@@ -158,8 +158,8 @@ impl<O: AdjacencyOracle> Tree for Adjacency<O> {
         self.0.root()
     }
 
-    fn children<'a>(&'a self, node: &O::Node, _depth: u32) -> AdjChildren<'a, O> {
-        self.children_owned(node.clone(), 0)
+    fn children<'a>(&'a self, node: &O::Node, depth: u32) -> AdjChildren<'a, O> {
+        self.children_owned(node.clone(), depth)
     }
 
     fn children_owned<'a>(&'a self, node: O::Node, _depth: u32) -> AdjChildren<'a, O> {
