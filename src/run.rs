@@ -298,10 +298,11 @@ impl Run {
         }
         tracing::info!(tree = %tree.command_line(), workers = options.workers, "the run starts");
         let result = drive(&mut scheduler, &events_rx, output, &drive_options, &mut hooks);
+        // Events go first: the links of workers that joined too late for the driver go with them.
+        drop(events_rx);
         if let Some(server) = server {
             server.finish();
         }
-        drop(events_rx);
         // After an abort, jobs are still out with the threads: leave them to finish on their own.
         if scheduler.in_flight() == 0 {
             for t in threads {
@@ -423,11 +424,11 @@ impl Run {
             set_nodes_left: &set_nodes_left,
         };
         let result = drive_polling(&mut coordinator, &events_rx, &routes, output, &drive_options, &mut hooks);
+        drop(events_rx);
         if let Some(server) = server {
             server.finish();
         }
         drop(peer_server);
-        drop(events_rx);
         // After an abort the threads are told to finish but not waited for.
         if coordinator.outcome().is_some() {
             for t in threads {

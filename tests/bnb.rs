@@ -478,13 +478,16 @@ fn hard_knapsack(dir: &tempfile::TempDir, seed: u64, n: usize) -> (String, i64) 
 fn remote_workers_find_the_same_optimum_in_both_modes() {
     use crate::remote::{Master, worker, worker_output};
     let dir = tempfile::tempdir().unwrap();
-    let (file, expected) = hard_knapsack(&dir, 21, 45);
+    // Some 0.8 s of search: both workers join long before the end (a worker that comes after the
+    // master is gone cannot connect).
+    let (file, expected) = hard_knapsack(&dir, 30, 110);
     for mode in ["budget", "polling"] {
         let master = Master::start(&["--mode", mode, "--workers", "0", "knapsack", "--file", &file]);
         let workers: Vec<_> = (0..2).map(|_| worker(&["--connect", &master.address, "--threads", "1"])).collect();
         let (code, summary, log) = master.finish();
         assert_eq!(code, Some(0), "{log}");
         assert_eq!(summary["best"]["value"], expected, "{mode}: {summary}\n{log}");
+        assert_eq!(summary["workers"], 2, "{mode}: {summary}");
         for w in workers {
             let (code, log) = worker_output(w);
             assert_eq!(code, Some(0), "{log}");

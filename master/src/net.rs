@@ -29,6 +29,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 use tokio_util::codec::FramedRead;
+use tokio_util::task::TaskTracker;
 
 /// How the master receives remote workers.
 #[derive(Clone, Debug)]
@@ -51,7 +52,8 @@ const MAX_THREADS: u32 = 4096;
 pub struct Server {
     addr: SocketAddr,
     accept: JoinHandle<()>,
-    writers: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// Every connection's tasks, waited for at the end.
+    tasks: TaskTracker,
 }
 
 impl Server {
@@ -68,35 +70,32 @@ impl Server {
             let _runtime = runtime().enter();
             TcpListener::from_std(listener)?
         };
-        let writers = Arc::new(Mutex::new(Vec::new()));
+        let tasks = TaskTracker::new();
         let shared = Shared {
             config: Arc::new(config),
             events,
             ids: Arc::new(AtomicU64::new(first_id)),
             active: Arc::new(AtomicUsize::new(0)),
             handshakes: Handshakes::new(MAX_HANDSHAKES),
-            writers: Arc::clone(&writers),
+            tasks: tasks.clone(),
         };
         let accept = runtime().spawn(accept_loop(listener, shared));
-        Ok(Self { addr, accept, writers })
+        Ok(Self { addr, accept, tasks })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// Stops accepting, then waits up to `grace` for every connection to send its last frames.
+    /// Stops accepting, then waits up to `grace` for every connection to end: each worker is told
+    /// that the run is over, also one still in its handshake (call this once the driver's events
+    /// are dropped, so that the links of workers it never saw go at once).
     pub fn finish(self, grace: Duration) {
         self.accept.abort();
-        let writers = std::mem::take(&mut *self.writers.lock().unwrap_or_else(|e| e.into_inner()));
         runtime().block_on(async {
             let _ = self.accept.await;
-            let _ = tokio::time::timeout(grace, async {
-                for w in writers {
-                    let _ = w.await;
-                }
-            })
-            .await;
+            self.tasks.close();
+            let _ = tokio::time::timeout(grace, self.tasks.wait()).await;
         });
     }
 }
@@ -109,7 +108,7 @@ struct Shared {
     /// Authenticated connections.
     active: Arc<AtomicUsize>,
     handshakes: Arc<Handshakes>,
-    writers: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    tasks: TaskTracker,
 }
 
 /// Counts a live connection until dropped.
@@ -154,7 +153,8 @@ async fn accept_loop(listener: TcpListener, shared: Shared) {
                 last_eviction_log = Some(Instant::now());
             }
         }
-        tokio::spawn(serve_connection(stream, handle, peer.to_string(), shared.clone(), in_handshake));
+        let tasks = shared.tasks.clone();
+        tasks.spawn(serve_connection(stream, handle, peer.to_string(), shared.clone(), in_handshake));
     }
 }
 
@@ -206,7 +206,7 @@ async fn serve_connection(
     // the coordinator.
     let finishes = if polling { 0 } else { threads };
     let write = write_loop(writer, Arc::clone(&handle), rx, finishes, heartbeat, Arc::clone(&ping));
-    shared.writers.lock().unwrap_or_else(|e| e.into_inner()).push(tokio::spawn(write));
+    shared.tasks.spawn(write);
     if polling {
         let process = shared.ids.fetch_add(1, Ordering::SeqCst);
         tracing::info!(%peer, threads, process, "remote polling worker joined");
@@ -489,5 +489,76 @@ impl Link for TcpLink {
 
     fn close(&self) {
         let _ = self.stream.shutdown(Shutdown::Both);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bts_protocol::TreeSpec;
+    use bts_protocol::codec::FrameDecoder;
+    use std::io::{Read, Write};
+
+    fn send(stream: &mut std::net::TcpStream, frame: &WorkerFrame) {
+        let mut out = Vec::new();
+        encode_frame(frame, &mut out).unwrap();
+        stream.write_all(&out).unwrap();
+    }
+
+    /// The master's next frame, or `None` at the end of the connection.
+    fn next(stream: &mut std::net::TcpStream, decoder: &mut FrameDecoder) -> Option<MasterFrame> {
+        loop {
+            if let Some(frame) = decoder.decode::<MasterFrame>().unwrap() {
+                return Some(frame);
+            }
+            let mut buf = [0u8; 4096];
+            match stream.read(&mut buf).unwrap() {
+                0 => return None,
+                n => decoder.feed(&buf[..n]),
+            }
+        }
+    }
+
+    #[test]
+    fn a_worker_in_its_handshake_as_the_run_ends_is_told_so_before_the_master_goes() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let welcome = Welcome {
+            tree: TreeSpec::new("queens", ["--n", "4"]),
+            keep_output: true,
+            heartbeat_ms: 1000,
+            silence_ms: 10_000,
+            mode: WireMode::Budget,
+        };
+        let config =
+            NetConfig { token: Vec::new(), welcome, max_connections: 4, handshake_timeout: Duration::from_secs(10) };
+        let (events, received) = std::sync::mpsc::channel();
+        let server = Server::start(listener, config, events, 0).unwrap();
+
+        let mut worker = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        worker.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let nonce = auth::nonce();
+        worker.write_all(&Preamble::CURRENT.to_bytes()).unwrap();
+        send(&mut worker, &WorkerFrame::Hello { threads: 2, nonce, peer_address: None });
+        let mut preamble = [0u8; PREAMBLE_LEN];
+        worker.read_exact(&mut preamble).unwrap();
+        let mut decoder = FrameDecoder::new();
+        let Some(MasterFrame::Challenge { nonce: theirs, .. }) = next(&mut worker, &mut decoder) else {
+            panic!("no challenge")
+        };
+
+        // The run ends while the worker is in its handshake: the driver's events go, then the server.
+        drop(received);
+        let finishing = std::thread::spawn(move || server.finish(Duration::from_secs(10)));
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!finishing.is_finished(), "the master went with a handshake under way");
+
+        send(&mut worker, &WorkerFrame::Auth { tag: auth::worker_tag(b"", &theirs, &nonce) });
+        assert!(matches!(next(&mut worker, &mut decoder), Some(MasterFrame::Welcome(_))));
+        for thread in 0..2 {
+            let frame = next(&mut worker, &mut decoder);
+            assert_eq!(frame, Some(MasterFrame::Message { thread, message: ToWorker::Finish }));
+        }
+        assert_eq!(next(&mut worker, &mut decoder), None);
+        finishing.join().unwrap();
     }
 }
