@@ -205,7 +205,12 @@ impl<B: Taken> KnapsackOf<B> {
             return Err(format!("the item `{v} {w}` is above the limit of 2^40"));
         }
         let mut order: Vec<u32> = (0..items.len() as u32).collect();
-        let density = |i: u32| (items[i as usize].0 as i128, items[i as usize].1 as i128);
+        // An item of neither value nor weight counts as weighing 1 (density 0): as 0/0 it would
+        // tie with every item, and a sort by such an order leaves the densities out of order.
+        let density = |i: u32| match items[i as usize] {
+            (0, 0) => (0, 1),
+            (v, w) => (v as i128, w as i128),
+        };
         // v1/w1 > v2/w2 as v1*w2 > v2*w1 (weight 0 items come first); ties keep the file's order.
         order.sort_by(|&a, &b| {
             let ((va, wa), (vb, wb)) = (density(a), density(b));
@@ -403,6 +408,35 @@ mod tests {
         let mut out = String::new();
         k.output(&Packing { next: 3, value: 10, weight: 4, taken: 0b101 }, 0, &mut out);
         assert_eq!(out, "value=10 weight=4 items=1,2");
+    }
+
+    proptest::proptest! {
+        // Small numbers: items of value or weight 0, or both, and equal densities come often.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// A search that prunes by the bound finds the optimum of every subset (items of weight or
+        /// value 0 among them).
+        #[test]
+        fn pruning_by_the_bound_keeps_the_optimum_of_brute_force(
+            capacity in 0u64..60,
+            items in proptest::collection::vec((0u64..10, 0u64..10), 0..10),
+        ) {
+            let brute = (0..1u32 << items.len())
+                .map(|set| {
+                    let chosen = items.iter().enumerate().filter(|&(i, _)| set >> i & 1 == 1);
+                    chosen.fold((0, 0), |(v, w), (_, item)| (v + item.0, w + item.1))
+                })
+                .filter(|&(_, w)| w <= capacity)
+                .map(|(v, _)| v as i64)
+                .max();
+            let k = Knapsack::new(capacity, &items).unwrap();
+            let (mut best, mut stack) = (-1, vec![k.root()]);
+            while let Some(p) = stack.pop() {
+                best = best.max(p.value);
+                stack.extend(k.children(&p, 0).filter(|c| k.dantzig(c) > best));
+            }
+            proptest::prop_assert_eq!(Some(best), brute);
+        }
     }
 
     #[test]
