@@ -177,11 +177,13 @@ impl SeqKnapsack {
         let Some(skipped) = self.items[next..].iter().position(|&(_, w)| w <= room) else { return };
         let i = next + skipped;
         let (v, w) = self.items[i];
-        if self.bound(i + 1, value + v, weight + w) > self.best {
-            self.taken[i] = true;
-            self.go(i + 1, value + v, weight + w);
-            self.taken[i] = false;
+        if self.bound(i + 1, value + v, weight + w) <= self.best {
+            // Leaving the item has no greater bound (bts's knapsack says so too).
+            return;
         }
+        self.taken[i] = true;
+        self.go(i + 1, value + v, weight + w);
+        self.taken[i] = false;
         if self.bound(i + 1, value, weight) > self.best {
             self.go(i + 1, value, weight);
         }

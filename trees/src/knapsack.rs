@@ -344,6 +344,12 @@ impl<B: Taken> Optimise for KnapsackOf<B> {
     fn bound(&self, p: &Packing<B>, _depth: u32) -> i64 {
         self.dantzig(p)
     }
+
+    /// Taking the decided item first: Dantzig's bound is the linear relaxation's optimum (rounded
+    /// down), and the relaxation over the items from the decided one on takes that item whole, so
+    /// the first child's bound is that optimum and the second's (the same items but that one) is
+    /// no greater.
+    const BOUNDS_DESCEND: bool = true;
 }
 
 #[cfg(test)]
@@ -436,6 +442,23 @@ mod tests {
                 stack.extend(k.children(&p, 0).filter(|c| k.dantzig(c) > best));
             }
             proptest::prop_assert_eq!(Some(best), brute);
+        }
+
+        /// What `BOUNDS_DESCEND` promises, on every node of small instances (items of weight or
+        /// value 0 and equal densities among them): no child's bound exceeds an earlier sibling's.
+        #[test]
+        fn the_children_come_in_non_increasing_order_of_bound(
+            capacity in 0u64..60,
+            items in proptest::collection::vec((0u64..10, 0u64..10), 0..10),
+        ) {
+            let k = Knapsack::new(capacity, &items).unwrap();
+            let mut stack = vec![k.root()];
+            while let Some(p) = stack.pop() {
+                let children: Vec<Packing> = k.children(&p, 0).collect();
+                let bounds: Vec<i64> = children.iter().map(|c| k.dantzig(c)).collect();
+                proptest::prop_assert!(bounds.windows(2).all(|b| b[0] >= b[1]), "{p:?}: {bounds:?}");
+                stack.extend(children);
+            }
         }
     }
 
