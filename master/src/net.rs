@@ -29,6 +29,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// How the master receives remote workers.
@@ -54,6 +55,8 @@ pub struct Server {
     accept: JoinHandle<()>,
     /// Every connection's tasks, waited for at the end.
     tasks: TaskTracker,
+    /// Cancelled at the end: a connection's reader stops, its writer says the run is over.
+    over: CancellationToken,
 }
 
 impl Server {
@@ -70,7 +73,7 @@ impl Server {
             let _runtime = runtime().enter();
             TcpListener::from_std(listener)?
         };
-        let tasks = TaskTracker::new();
+        let (tasks, over) = (TaskTracker::new(), CancellationToken::new());
         let shared = Shared {
             config: Arc::new(config),
             events,
@@ -78,20 +81,22 @@ impl Server {
             active: Arc::new(AtomicUsize::new(0)),
             handshakes: Handshakes::new(MAX_HANDSHAKES),
             tasks: tasks.clone(),
+            over: over.clone(),
         };
         let accept = runtime().spawn(accept_loop(listener, shared));
-        Ok(Self { addr, accept, tasks })
+        Ok(Self { addr, accept, tasks, over })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// Stops accepting, then waits up to `grace` for every connection to end: each worker is told
-    /// that the run is over, also one still in its handshake (call this once the driver's events
-    /// are dropped, so that the links of workers it never saw go at once).
+    /// Stops accepting, then waits up to `grace` for every worker to be told that the run is over,
+    /// also one still in its handshake; not for the workers to hang up. Call this once the driver's
+    /// events are dropped, so that the links of workers it never saw go at once.
     pub fn finish(self, grace: Duration) {
         self.accept.abort();
+        self.over.cancel();
         runtime().block_on(async {
             let _ = self.accept.await;
             self.tasks.close();
@@ -109,6 +114,7 @@ struct Shared {
     active: Arc<AtomicUsize>,
     handshakes: Arc<Handshakes>,
     tasks: TaskTracker,
+    over: CancellationToken,
 }
 
 /// Counts a live connection until dropped.
@@ -214,7 +220,12 @@ async fn serve_connection(
         if shared.events.send(Event::ProcessJoined { process, threads, peer_address, link }).is_err() {
             return;
         }
-        match read_polling(&mut frames, silence, process, &shared.events).await {
+        let ended = tokio::select! {
+            ended = read_polling(&mut frames, silence, process, &shared.events) => ended,
+            // The run is over: the writer says so; the worker's goodbye is not waited for.
+            () = shared.over.cancelled() => return,
+        };
+        match ended {
             Ended::Closed => tracing::info!(%peer, process, "remote polling worker left"),
             Ended::Broken(why) => tracing::warn!(%peer, process, "remote polling worker dropped: {why}"),
         }
@@ -232,7 +243,10 @@ async fn serve_connection(
         }
     }
     drop(tx);
-    let reason = read_loop(&mut frames, silence, first, threads, &shared.events, &ping).await;
+    let reason = tokio::select! {
+        reason = read_loop(&mut frames, silence, first, threads, &shared.events, &ping) => reason,
+        () = shared.over.cancelled() => return,
+    };
     match reason {
         Ended::Closed => tracing::info!(%peer, first_worker = first, "remote worker left"),
         Ended::Broken(why) => tracing::warn!(%peer, first_worker = first, "remote worker dropped: {why}"),
@@ -519,46 +533,85 @@ mod tests {
         }
     }
 
+    /// A worker connection up to the master's challenge: the stream, its frames, and the nonces.
+    struct Joining {
+        stream: std::net::TcpStream,
+        decoder: FrameDecoder,
+        nonces: (bts_protocol::wire::Nonce, bts_protocol::wire::Nonce),
+    }
+
+    fn join_until_challenge(server: &Server, threads: u32) -> Joining {
+        let mut stream = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let nonce = auth::nonce();
+        stream.write_all(&Preamble::CURRENT.to_bytes()).unwrap();
+        send(&mut stream, &WorkerFrame::Hello { threads, nonce, peer_address: None });
+        let mut preamble = [0u8; PREAMBLE_LEN];
+        stream.read_exact(&mut preamble).unwrap();
+        let mut decoder = FrameDecoder::new();
+        let Some(MasterFrame::Challenge { nonce: theirs, .. }) = next(&mut stream, &mut decoder) else {
+            panic!("no challenge")
+        };
+        Joining { stream, decoder, nonces: (nonce, theirs) }
+    }
+
+    impl Joining {
+        fn answer(&mut self) {
+            let (ours, theirs) = self.nonces;
+            send(&mut self.stream, &WorkerFrame::Auth { tag: auth::worker_tag(b"", &theirs, &ours) });
+            assert!(matches!(self.next(), Some(MasterFrame::Welcome(_))));
+        }
+
+        fn next(&mut self) -> Option<MasterFrame> {
+            next(&mut self.stream, &mut self.decoder)
+        }
+
+        /// Reads what is left: `Finish` for each thread, then the end of the connection.
+        fn expect_the_end(&mut self, threads: u32) {
+            for thread in 0..threads {
+                assert_eq!(self.next(), Some(MasterFrame::Message { thread, message: ToWorker::Finish }));
+            }
+            assert_eq!(self.next(), None);
+        }
+    }
+
     #[test]
-    fn a_worker_in_its_handshake_as_the_run_ends_is_told_so_before_the_master_goes() {
+    fn every_worker_is_told_that_the_run_is_over_and_the_master_does_not_wait_for_goodbyes() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let welcome = Welcome {
             tree: TreeSpec::new("queens", ["--n", "4"]),
             keep_output: true,
             heartbeat_ms: 1000,
-            silence_ms: 10_000,
+            silence_ms: 20_000,
             mode: WireMode::Budget,
         };
         let config =
-            NetConfig { token: Vec::new(), welcome, max_connections: 4, handshake_timeout: Duration::from_secs(10) };
+            NetConfig { token: Vec::new(), welcome, max_connections: 4, handshake_timeout: Duration::from_secs(20) };
         let (events, received) = std::sync::mpsc::channel();
         let server = Server::start(listener, config, events, 0).unwrap();
 
-        let mut worker = std::net::TcpStream::connect(server.local_addr()).unwrap();
-        worker.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let nonce = auth::nonce();
-        worker.write_all(&Preamble::CURRENT.to_bytes()).unwrap();
-        send(&mut worker, &WorkerFrame::Hello { threads: 2, nonce, peer_address: None });
-        let mut preamble = [0u8; PREAMBLE_LEN];
-        worker.read_exact(&mut preamble).unwrap();
-        let mut decoder = FrameDecoder::new();
-        let Some(MasterFrame::Challenge { nonce: theirs, .. }) = next(&mut worker, &mut decoder) else {
-            panic!("no challenge")
-        };
+        // A worker that joined during the run, and never hangs up.
+        let mut joined = join_until_challenge(&server, 1);
+        joined.answer();
+        let event = received.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(matches!(event, Event::Joined { worker: 0, .. }));
+        // A worker still in its handshake when the run ends.
+        let mut late = join_until_challenge(&server, 2);
 
-        // The run ends while the worker is in its handshake: the driver's events go, then the server.
-        drop(received);
-        let finishing = std::thread::spawn(move || server.finish(Duration::from_secs(10)));
+        // The run ends: the driver's events (and links) go, then the server.
+        drop((event, received));
+        let grace = Duration::from_secs(15);
+        let finishing = std::thread::spawn(move || server.finish(grace));
         std::thread::sleep(Duration::from_millis(300));
         assert!(!finishing.is_finished(), "the master went with a handshake under way");
-
-        send(&mut worker, &WorkerFrame::Auth { tag: auth::worker_tag(b"", &theirs, &nonce) });
-        assert!(matches!(next(&mut worker, &mut decoder), Some(MasterFrame::Welcome(_))));
-        for thread in 0..2 {
-            let frame = next(&mut worker, &mut decoder);
-            assert_eq!(frame, Some(MasterFrame::Message { thread, message: ToWorker::Finish }));
+        late.answer();
+        late.expect_the_end(2);
+        joined.expect_the_end(1);
+        let told = Instant::now();
+        while !finishing.is_finished() {
+            assert!(told.elapsed() < Duration::from_secs(5), "the master waits for a worker to hang up");
+            std::thread::sleep(Duration::from_millis(10));
         }
-        assert_eq!(next(&mut worker, &mut decoder), None);
         finishing.join().unwrap();
     }
 }
