@@ -159,8 +159,7 @@ async fn accept_loop(listener: TcpListener, shared: Shared) {
                 last_eviction_log = Some(Instant::now());
             }
         }
-        let tasks = shared.tasks.clone();
-        tasks.spawn(serve_connection(stream, handle, peer.to_string(), shared.clone(), in_handshake));
+        shared.tasks.spawn(serve_connection(stream, handle, peer.to_string(), shared.clone(), in_handshake));
     }
 }
 
