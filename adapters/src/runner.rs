@@ -340,7 +340,10 @@ pub(crate) fn timeout_message(config: &ExecConfig) -> String {
 pub(crate) fn exited_successfully(program: &mut Program, deadline: Instant, when: &str) -> Result<(), Failure> {
     match program.wait(deadline.saturating_duration_since(Instant::now())) {
         Some(s) if s.success() => Ok(()),
-        status => Err(Failure::new(format!("the program ended with {} {when}", describe(status)), program)),
+        status => {
+            let what = format!("the program ended with {} {when}", describe(status));
+            Err(Failure::new(what.trim_end(), program))
+        }
     }
 }
 
