@@ -102,7 +102,10 @@ fn plain_lrs(file: &Path) -> Plain {
             "begin" => (inside, records) = (true, Vec::new()),
             "end" => inside = false,
             t if t.starts_with("*Totals:") => totals = parse_totals(&t["*Totals:".len()..]),
-            t if inside && !t.starts_with('*') => records.push(line.to_string()),
+            // Not rows: comments, and the cobases and slacks of `printcobasis` and `printslack`.
+            t if inside && !["*", "V#", "F#", "slack"].iter().any(|p| t.starts_with(p)) => {
+                records.push(line.to_string())
+            }
             _ => {}
         }
     }
@@ -435,6 +438,56 @@ fn bad_inputs_are_refused_with_exit_2_and_lrss_message() {
     let o = bts_command().args(["run", "lrs", cube_file]).env("PATH", dir.path()).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("install the Debian package lrslib"), "{}", stderr(&o));
+}
+
+/// The input's own options: `maxdepth` (which every job's returned cobases depend on) and options
+/// that print more or prune per basis give plain lrs's records and totals, whatever the budget.
+#[test]
+fn the_inputs_own_depth_limit_and_per_basis_options_give_plain_lrss_results() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases: Vec<(String, String)> =
+        (0..4).map(|d| (format!("cyclic-maxdepth-{d}.ext"), format!("{}maxdepth {d}\n", cyclic(5, 12)))).collect();
+    cases.push(("cross-maxdepth.ine".into(), format!("{}maxdepth 9\nprintcobasis 1\nmaxdepth\n2\n", cross(4))));
+    cases.push(("cross-printing.ine".into(), format!("{}printslack\nincidence\n* maxcobases 1\n", cross(4))));
+    cases.push(("cube-truncate.ine".into(), format!("{}truncate\n", cube(4))));
+    for (name, text) in cases {
+        let file = dir.path().join(&name);
+        std::fs::write(&file, text).unwrap();
+        let plain = plain_lrs(&file);
+        for budget in [&["--fixed-budget", "--budget", "1"][..], &["--fixed-budget", "--budget", "3"], &[]] {
+            let mut run = vec!["--workers", "2"];
+            run.extend_from_slice(budget);
+            let (records, s) = run_lrs(dir.path(), &run, &file);
+            let case = format!("{name} {run:?}");
+            assert_eq!(sorted_lines(&records), plain.records, "{case}");
+            assert_totals(&s, &plain, &case);
+        }
+        let (records, s) = run_lrs(dir.path(), &["--workers", "2", "--count-only", "--budget", "2"], &file);
+        assert_eq!(records, "", "{name}");
+        assert_totals(&s, &plain, &format!("{name} --count-only"));
+    }
+}
+
+/// Options that limit or change the whole run cannot be split into jobs: refused before the run.
+#[test]
+fn whole_run_options_in_the_input_are_refused_by_name() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cube.ine");
+    for option in ["maxcobases 10", "maxoutput 3", "mindepth 1", "estimates 5", "lponly", "maximize 0 1 1 1", "volume"]
+    {
+        std::fs::write(&file, format!("{}{option}\n", cube(3))).unwrap();
+        let o = bts(&["run", "lrs", file.to_str().unwrap()]);
+        let name = option.split(' ').next().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{option}: {}", stderr(&o));
+        assert!(stderr(&o).contains(&format!("option `{name}`")), "{option}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{option}");
+    }
 }
 
 #[test]

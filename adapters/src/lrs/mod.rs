@@ -12,6 +12,7 @@
 //! printed by exactly one job. With `--count-only` jobs add `countonly`: lrs prints no records and
 //! a job's outputs are counted from its `*Totals` line.
 
+mod options;
 mod parse;
 
 use crate::ExecConfig;
@@ -20,6 +21,7 @@ use crate::runner::{Failure, exited_successfully, timeout_message, with_retries}
 use bts_protocol::{Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned};
 use bts_worker::{CounterNames, FileFrame, JobRunner, RunnerSettings, Searcher};
 use clap::Parser;
+use options::InputOptions;
 use parse::JobOutput;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -67,6 +69,8 @@ struct LrsConfig {
     name: Option<String>,
     /// The head of an output file, from the name to the `***** <n> rational` line.
     head: Vec<String>,
+    /// The input's own options that bts applies.
+    options: InputOptions,
 }
 
 /// The `lrs` tree.
@@ -86,6 +90,7 @@ impl LrsSearcher {
             input.push('\n');
         }
         let hull = input.lines().any(|l| l.trim() == "V-representation");
+        let options = options::read(&input).map_err(|e| format!("lrs: {}: {e}", args.file.display()))?;
         let exec = ExecConfig {
             program,
             args: Vec::new(),
@@ -96,7 +101,7 @@ impl LrsSearcher {
             max_line: crate::MAX_LINE,
             optimise: false,
         };
-        let mut config = LrsConfig { exec, input, hull, name: None, head: Vec::new() };
+        let mut config = LrsConfig { exec, input, hull, name: None, head: Vec::new(), options };
         let first = check_input(&config, &args.file)?;
         config.name = first.name;
         config.head = first.head;
@@ -233,7 +238,8 @@ impl LrsRunner {
                 text += &format!("maxcobases {count}\n");
             }
         }
-        if let Some(d) = max_depth {
+        // The input's own `maxdepth`, if shallower, stays in force (the later line counts).
+        if let Some(d) = max_depth.map(|d| c.options.max_depth.map_or(d, |user| d.min(user))) {
             text += &format!("maxdepth {d}\n");
         }
         text
@@ -269,6 +275,11 @@ impl LrsRunner {
         exited_successfully(&mut program, deadline, "")?;
         if out.totals.is_none() {
             return Err(Failure::new("lrs ended without its *Totals line", &program));
+        }
+        // Cobases at the input's own `maxdepth` are printed and not expanded, as plain lrs does:
+        // this job has visited them.
+        if let Some(user) = c.options.max_depth {
+            out.unexplored.retain(|&(depth, _)| depth < user);
         }
         if let Some((depth, _)) = out.unexplored.iter().find(|(d, _)| *d <= job.depth) {
             let what = format!("lrs returned a cobasis at depth {depth}, not below the job's depth {}", job.depth);

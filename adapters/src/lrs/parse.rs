@@ -110,7 +110,8 @@ pub fn cobasis(text: &str) -> Option<(u32, String)> {
     let mut tokens = text.split_whitespace();
     let depth = tokens.by_ref().find_map(|t| t.strip_prefix("h="))?.parse().ok()?;
     tokens.by_ref().find(|&t| t == "facets" || t == "vertices/rays")?;
-    let indices: Vec<&str> = tokens.take_while(|t| !t.starts_with("I#") && !t.starts_with('*')).collect();
+    // With `incidence` the other tight inequalities follow a `:`.
+    let indices: Vec<&str> = tokens.take_while(|t| !t.starts_with("I#") && !t.starts_with('*') && *t != ":").collect();
     let valid = !indices.is_empty() && indices.iter().all(|t| t.bytes().all(|b| b.is_ascii_digit()));
     valid.then(|| (depth, indices.join(" ")))
 }
@@ -181,6 +182,8 @@ mod tests {
         assert_eq!(cobasis(h), Some((1, "2 4 6".into())));
         let v = "F#4 B#3 h=2 vertices/rays  3 4 5 7 I#8 det= 8 in_det= 8 z= 0  *unexplored";
         assert_eq!(cobasis(v), Some((2, "3 4 5 7".into())));
+        let incidence = "V#1 R#0 B#1 h=0 facets  12 14 15 16 : 9 10 11 13 I#8 det= 8 in_det= 8 z= 0  *unexplored";
+        assert_eq!(cobasis(incidence), Some((0, "12 14 15 16".into())));
         assert_eq!(cobasis("h=x facets 1 2 *unexplored"), None);
         assert_eq!(cobasis("h=1 facets *unexplored"), None);
     }

@@ -1,0 +1,96 @@
+//! The options of the user's input file. lrs reads them after the matrix's `end`, word by word
+//! (a line starting with `*` is a comment). Most apply to each job as they would to the whole run
+//! and pass through unchanged; `maxdepth` bts applies itself, as every job's returned cobases
+//! depend on it; those that limit or change the whole run cannot be split into jobs and are refused.
+
+/// What bts takes from the input's options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InputOptions {
+    /// lrs's `maxdepth D`: cobases at depth D are printed and not expanded.
+    pub max_depth: Option<u32>,
+}
+
+/// The options refused, and why.
+const REFUSED: [(&str, &str); 13] = [
+    ("maxcobases", "limits the whole run, which bts splits into jobs of their own budgets (--node-limit counts bases)"),
+    ("maxoutput", "limits the output of the whole run, which bts splits into jobs"),
+    ("mindepth", "is set by bts for each job"),
+    ("restart", "is set by bts for each job (bts resume carries on a stopped run)"),
+    ("estimates", "estimates instead of enumerating (bts estimate lrs FILE estimates the bases)"),
+    ("subtreesize", "goes with estimates (bts estimate lrs FILE estimates the bases)"),
+    ("lponly", "solves a linear program instead of enumerating"),
+    ("maximize", "makes lrs print its objective among the records"),
+    ("minimize", "makes lrs print its objective among the records"),
+    ("extract", "is not an enumeration"),
+    ("redund", "is not an enumeration"),
+    ("volume", "adds up a volume over the whole run, and bts does not add up the jobs' volumes"),
+    ("debug", "prints tableaux that cannot be told apart from the records"),
+];
+
+/// Reads the options of `input` (an lrs input file's text): the words after the matrix, which
+/// lrs reads as m·n numbers after `begin` and `m n <type>` (`end` is optional).
+pub fn read(input: &str) -> Result<InputOptions, String> {
+    let mut options = InputOptions::default();
+    let mut lines = input.lines().skip_while(|l| l.trim() != "begin").skip(1);
+    let size = lines.next().map(|l| l.split_whitespace().take(2).map(str::parse::<usize>).collect::<Vec<_>>());
+    let Some(&[Ok(m), Ok(n)]) = size.as_deref() else {
+        // No matrix that lrs can read: the input check says what lrs makes of it.
+        return Ok(options);
+    };
+    let not_comment = |l: &&str| !l.trim_start().starts_with('*');
+    let mut words = lines.filter(not_comment).flat_map(str::split_whitespace).skip(m.saturating_mul(n));
+    while let Some(word) = words.next() {
+        if let Some((_, why)) = REFUSED.iter().find(|(name, _)| *name == word) {
+            return Err(format!("the input's option `{word}` {why}: bts run lrs cannot take it; remove it"));
+        }
+        if word == "maxdepth" {
+            let depth = words.next().and_then(|d| d.parse::<u32>().ok());
+            let depth = depth.ok_or("the input's option `maxdepth` needs a depth (a number from 0)")?;
+            // The last one counts, as in lrs.
+            options.max_depth = Some(depth);
+        }
+    }
+    Ok(options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CUBE: &str = "cube\nH-representation\nbegin\n2 2 rational\n1 1\n1 -1\nend\n";
+
+    #[test]
+    fn options_after_end_are_read_word_by_word_and_comments_skipped() {
+        assert_eq!(read(CUBE), Ok(InputOptions::default()));
+        let with = |tail: &str| read(&format!("{CUBE}{tail}"));
+        assert_eq!(with("printcobasis 2\nmaxdepth 3\n"), Ok(InputOptions { max_depth: Some(3) }));
+        assert_eq!(with("maxdepth\n4\n"), Ok(InputOptions { max_depth: Some(4) }));
+        assert_eq!(with("maxdepth 0 maxdepth 2\n"), Ok(InputOptions { max_depth: Some(2) }));
+        assert_eq!(with("* maxdepth 1\nincidence\n"), Ok(InputOptions::default()));
+        assert!(with("maxdepth x\n").unwrap_err().contains("needs a depth"));
+        assert!(with("maxdepth").is_err());
+    }
+
+    #[test]
+    fn the_matrix_is_counted_not_its_lines_and_end_is_optional() {
+        let text = "cube\nH-representation\nbegin\n2 2 rational\n1 1 1\n-1\nmaxdepth 2\n";
+        assert_eq!(read(text), Ok(InputOptions { max_depth: Some(2) }));
+        assert_eq!(read("x\nbegin\nthree 2 rational\nmaxcobases 3\n"), Ok(InputOptions::default()));
+    }
+
+    #[test]
+    fn options_before_begin_are_not_lrss_and_left_alone() {
+        let text = "cube\nH-representation\nmaxcobases 3\nmaxdepth 1\nbegin\n1 2 rational\n1 1\nend\n";
+        assert_eq!(read(text), Ok(InputOptions::default()));
+    }
+
+    #[test]
+    fn whole_run_options_are_refused_by_name() {
+        for (name, _) in REFUSED {
+            let e = read(&format!("{CUBE}verbose\n{name} 1\n")).unwrap_err();
+            assert!(e.contains(&format!("`{name}`")), "{e}");
+        }
+        // Names are case-sensitive for lrs, which ignores `MAXCOBASES`.
+        assert_eq!(read(&format!("{CUBE}MAXCOBASES 3\n")), Ok(InputOptions::default()));
+    }
+}
