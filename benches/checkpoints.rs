@@ -45,6 +45,7 @@ fn write_large() {
         seal: None,
         counters: Vec::new(),
         optimum: Default::default(),
+        input_digest: None,
     };
     let dir = tempfile::tempdir_in(".").unwrap();
     let path = dir.path().join("large.ckpt");

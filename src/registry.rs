@@ -56,7 +56,7 @@ impl Registry {
         r.register::<bts_trees::GwArgs, _>("gw", |a| Ok(a.build()));
         r.register::<bts_trees::QueensArgs, _>("queens", |a| Ok(a.build()));
         r.register_parsed::<bts_trees::KnapsackArgs>("knapsack", |a| a.searcher());
-        r.register_optimising::<bts_trees::MaxCliqueArgs, _>("maxclique", |a| a.build());
+        r.register_parsed::<bts_trees::MaxCliqueArgs>("maxclique", |a| a.searcher());
         r
     }
 

@@ -70,6 +70,7 @@ pub fn is_loopback(address: &str) -> bool {
 pub fn serve(
     listen: &ListenOptions,
     tree: &TreeSpec,
+    input_digest: Option<u32>,
     settings: RunnerSettings,
     mode: WireMode,
     events: &Sender<Event>,
@@ -100,6 +101,7 @@ pub fn serve(
             heartbeat_ms: (timeout / 5).clamp(Duration::from_millis(50), Duration::from_secs(1)).as_millis() as u64,
             silence_ms: timeout.as_millis() as u64,
             mode,
+            input_digest,
         },
         max_connections: listen.max_connections,
         handshake_timeout: timeout,

@@ -281,7 +281,15 @@ impl Run {
         let server = match &options.listen {
             Some(listen) => {
                 let first_id = options.workers as u64;
-                Some(crate::remote::serve(listen, &tree, settings, WireMode::Budget, &events_tx, first_id)?)
+                Some(crate::remote::serve(
+                    listen,
+                    &tree,
+                    searcher.input_digest(),
+                    settings,
+                    WireMode::Budget,
+                    &events_tx,
+                    first_id,
+                )?)
             }
             None => None,
         };
@@ -392,7 +400,7 @@ impl Run {
         if let Some(listen) = &options.listen {
             coordinator = coordinator.distributed(plan);
             let mode = WireMode::Polling { split };
-            server = Some(crate::remote::serve(listen, &tree, settings, mode, &events_tx, 0)?);
+            server = Some(crate::remote::serve(listen, &tree, searcher.input_digest(), settings, mode, &events_tx, 0)?);
             if let (Some(router), true) = (&router, local > 0) {
                 peer_server = Some(crate::remote::serve_peers(listen, Arc::clone(router))?);
             }
@@ -510,7 +518,8 @@ impl<'a> Hooks<'a> {
             }
             false => None,
         };
-        Ok(Hooks { saver: Checkpointer { tree, options, before, started }, monitor, last_save_failed: None })
+        let saver = Checkpointer { tree, input_digest: searcher.input_digest(), options, before, started };
+        Ok(Hooks { saver, monitor, last_save_failed: None })
     }
 }
 
@@ -543,6 +552,8 @@ impl Observer for Hooks<'_> {
 /// Saves the run to the checkpoint file, if there is one.
 struct Checkpointer<'a> {
     tree: &'a TreeSpec,
+    /// The digest of the file the tree was read from.
+    input_digest: Option<u32>,
     options: &'a RunOptions,
     /// Elapsed seconds and segments of the run before this one.
     before: (f64, u32),
@@ -586,6 +597,7 @@ impl Checkpointer<'_> {
                 pruned: scheduler.totals().pruned,
                 keep_ties: o.scheduler.optimum.keep_ties,
             },
+            input_digest: self.input_digest,
         };
         bts_checkpoints::write(path, &checkpoint)
     }

@@ -2,9 +2,10 @@
 //! brute force and published clique numbers for maximum clique), in every mode and worker count,
 //! and the command line's `--target`, `--all-best`, `best` summary and bad instance files.
 
-use crate::util::{bts, stderr, summary};
+use crate::util::{bts, bts_command, stderr, summary};
 use bts::trees::{Knapsack, MaxClique, WideKnapsack};
 use bts::{BudgetConfig, OptimumConfig, Run, RunMode, RunOptions, SchedulerConfig};
+use std::process::{Command, Stdio};
 
 /// xorshift64*: instances from a seed, the same on every machine.
 pub struct Rng(u64);
@@ -537,6 +538,52 @@ fn a_stopped_run_keeps_its_incumbent_in_the_checkpoint_and_resumes_to_the_optimu
         let s = summary(&o);
         assert_eq!((s["best"]["value"].as_i64(), s["outputs"].as_u64()), (Some(expected), Some(1)), "{mode}");
     }
+}
+
+/// A run resumes only on the file it was read from: a changed instance would mix two problems.
+#[test]
+fn a_run_does_not_resume_on_a_changed_file_and_a_worker_does_not_work_on_a_different_copy() {
+    use crate::remote::{Master, worker_output};
+    let dir = tempfile::tempdir().unwrap();
+    let (file, expected) = hard_knapsack(&dir, 22, 45);
+    let ck = dir.path().join("run.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    let run = ["run", "--workers", "2", "--checkpoint", ck_s, "--node-limit", "3000", "knapsack", "--file", &file];
+    assert_eq!(bts(&run).status.code(), Some(3));
+    let digest = bts(&["inspect", ck_s]);
+    let digest: serde_json::Value = serde_json::from_slice(&digest.stdout).unwrap();
+    assert_eq!(digest["input_digest"].as_str().map(str::len), Some(8), "{digest}");
+    let original = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, original.replacen('\n', "\n7 1\n", 1)).unwrap();
+    let o = bts(&["resume", ck_s]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("has changed since the run began"), "{}", stderr(&o));
+    std::fs::write(&file, &original).unwrap();
+    let o = bts(&["resume", ck_s, "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(summary(&o)["best"]["value"].as_i64(), Some(expected));
+
+    // A worker reads the file at the path the master names, from its own folder: another instance
+    // there is refused; a worker with the master's copy then does the run.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("k.txt"), "10\n5 4\n").unwrap();
+    std::fs::write(dir.path().join("k.txt"), &original).unwrap();
+    let mut master = Command::new(env!("CARGO_BIN_EXE_bts"));
+    master.current_dir(dir.path());
+    let master = Master::start_with(master, &["run"], &["--workers", "0", "knapsack", "--file", "k.txt"]);
+    let worker_in = |folder: &std::path::Path| {
+        let mut w = bts_command();
+        w.args(["worker", "--connect", &master.address]).current_dir(folder);
+        w.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+    };
+    let (code, log) = worker_output(worker_in(elsewhere.path()));
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("differs here from the master's copy"), "{log}");
+    let (code, log) = worker_output(worker_in(dir.path()));
+    assert_eq!(code, Some(0), "{log}");
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(summary["best"]["value"].as_i64(), Some(expected), "{summary}");
 }
 
 // ----- legacy programs -----

@@ -4,8 +4,8 @@ use crate::{Checkpoint, OutputSeal, usable_seconds};
 
 pub const MAGIC: [u8; 8] = *b"bts-ckpt";
 /// Version 2 added the [`OutputSeal`] and the tree's counters, version 3 the branch and bound's
-/// [`StoredOptimum`](crate::StoredOptimum); older files are still read.
-pub const CURRENT_VERSION: u32 = 3;
+/// [`StoredOptimum`](crate::StoredOptimum), version 4 the input digest; older files are still read.
+pub const CURRENT_VERSION: u32 = 4;
 const HEADER: usize = 8 + 4 + 8 + 4;
 
 /// Why a file is not a checkpoint this bts can use.
@@ -33,6 +33,7 @@ pub fn encode(checkpoint: &Checkpoint) -> Vec<u8> {
     payload.extend(postcard::to_allocvec(&checkpoint.seal).expect("seals serialise"));
     payload.extend(postcard::to_allocvec(&checkpoint.counters).expect("counters serialise"));
     payload.extend(postcard::to_allocvec(&checkpoint.optimum).expect("optima serialise"));
+    payload.extend(postcard::to_allocvec(&checkpoint.input_digest).expect("digests serialise"));
     let mut out = Vec::with_capacity(HEADER + payload.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&CURRENT_VERSION.to_le_bytes());
@@ -87,6 +88,9 @@ pub fn decode(bytes: &[u8]) -> Result<Checkpoint, LoadError> {
     }
     if version >= 3 {
         (checkpoint.optimum, rest) = postcard::take_from_bytes(rest).map_err(cannot_decode)?;
+    }
+    if version >= 4 {
+        (checkpoint.input_digest, rest) = postcard::take_from_bytes(rest).map_err(cannot_decode)?;
     }
     if !rest.is_empty() {
         return Err(LoadError::Corrupt("trailing bytes in the contents".into()));

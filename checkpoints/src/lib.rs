@@ -4,14 +4,14 @@
 //! the budget controller's state, every job not yet committed (those in the job list and the start
 //! nodes of those that were out with workers) and the committed length of the output file.
 //!
-//! # File format (version 3)
+//! # File format (version 4)
 //! | bytes | content |
 //! | --- | --- |
 //! | 8 | magic `bts-ckpt` |
 //! | 4 | format version, little endian |
 //! | 8 | payload length, little endian |
 //! | 4 | CRC-32 of the version, the length and the payload, little endian |
-//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] and the tree's counters, then (version 3) its [`StoredOptimum`], in postcard |
+//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] and the tree's counters, then (version 3) its [`StoredOptimum`], then (version 4) the input digest, in postcard |
 //!
 //! Version 1 files, which have no output seal and no counters, are still read: their output file
 //! is checked by its length only.
@@ -95,6 +95,10 @@ pub struct Checkpoint {
     /// A branch and bound's incumbent (version 3; none in older files). Stored after the counters.
     #[serde(skip)]
     pub optimum: StoredOptimum,
+    /// The digest of the file the tree was read from (`Searcher::input_digest`; version 4, none in
+    /// older files): a run resumes only on the same file. Stored after the optimum.
+    #[serde(skip)]
+    pub input_digest: Option<u32>,
 }
 
 /// What a checkpoint keeps of a branch and bound.

@@ -50,6 +50,7 @@ fn sample(jobs: usize) -> Checkpoint {
             pruned: 77,
             keep_ties: true,
         },
+        input_digest: Some(0x1234_5678),
     }
 }
 
@@ -109,13 +110,16 @@ fn bad_files_are_named_for_what_is_wrong() {
     expect(&zero, |e| matches!(e, LoadError::Corrupt(_) | LoadError::UnknownVersion(0)));
 }
 
-/// The bytes of a checkpoint file of format version 1 (no output seal, no counters) or 2 (no
-/// branch and bound).
+/// The bytes of a checkpoint file of format version 1 (no output seal, no counters), 2 (no
+/// branch and bound) or 3 (no input digest).
 fn encode_old(checkpoint: &Checkpoint, version: u32) -> Vec<u8> {
     let mut payload = postcard::to_allocvec(checkpoint).unwrap();
-    if version == 2 {
+    if version >= 2 {
         payload.extend(postcard::to_allocvec(&checkpoint.seal).unwrap());
         payload.extend(postcard::to_allocvec(&checkpoint.counters).unwrap());
+    }
+    if version >= 3 {
+        payload.extend(postcard::to_allocvec(&checkpoint.optimum).unwrap());
     }
     let mut out = b"bts-ckpt".to_vec();
     out.extend_from_slice(&version.to_le_bytes());
@@ -133,19 +137,30 @@ fn version_1_files_still_load_without_a_seal() {
     let mut checkpoint = sample(7);
     let v1 = encode_old(&checkpoint, 1);
     (checkpoint.seal, checkpoint.counters, checkpoint.optimum) = (None, Vec::new(), StoredOptimum::default());
+    checkpoint.input_digest = None;
     assert_eq!(decode(&v1).unwrap(), checkpoint);
     // The current version stores the seal, absent or not.
     assert_eq!(decode(&encode(&checkpoint)).unwrap(), checkpoint);
     assert_eq!(decode(&encode(&sample(7))).unwrap(), sample(7));
-    assert_eq!(&encode(&sample(7))[8..12], &3u32.to_le_bytes());
+    assert_eq!(&encode(&sample(7))[8..12], &4u32.to_le_bytes());
 }
 
 #[test]
 fn version_2_files_still_load_without_an_incumbent() {
     let mut checkpoint = sample(7);
     let v2 = encode_old(&checkpoint, 2);
-    checkpoint.optimum = StoredOptimum::default();
+    (checkpoint.optimum, checkpoint.input_digest) = (StoredOptimum::default(), None);
     assert_eq!(decode(&v2).unwrap(), checkpoint);
+}
+
+#[test]
+fn version_3_files_still_load_without_an_input_digest() {
+    let mut checkpoint = sample(7);
+    let v3 = encode_old(&checkpoint, 3);
+    checkpoint.input_digest = None;
+    assert_eq!(decode(&v3).unwrap(), checkpoint);
+    // And the current version keeps the digest.
+    assert_eq!(decode(&encode(&sample(7))).unwrap().input_digest, Some(0x1234_5678));
 }
 
 #[test]

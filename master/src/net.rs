@@ -583,6 +583,7 @@ mod tests {
             heartbeat_ms: 1000,
             silence_ms: 20_000,
             mode: WireMode::Budget,
+            input_digest: None,
         };
         let config =
             NetConfig { token: Vec::new(), welcome, max_connections: 4, handshake_timeout: Duration::from_secs(20) };

@@ -19,7 +19,8 @@ use crate::{FromWorker, ToWorker, TreeSpec};
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: [u8; 8] = *b"bts-wire";
-pub const PROTOCOL_VERSION: u32 = 3;
+/// Version 4 added the input digest to `Welcome`.
+pub const PROTOCOL_VERSION: u32 = 4;
 pub const PREAMBLE_LEN: usize = 12;
 
 /// Magic and version, sent first by both sides.
@@ -86,6 +87,9 @@ pub struct Welcome {
     pub silence_ms: u64,
     /// How work is shared.
     pub mode: WireMode,
+    /// The digest of the input file the master read the tree from, if it reads one: a worker whose
+    /// copy differs refuses to work (`Searcher::input_digest`).
+    pub input_digest: Option<u32>,
 }
 
 /// The mode of a run, as a remote worker needs to know it.

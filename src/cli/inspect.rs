@@ -20,6 +20,7 @@ pub fn inspect(path: &Path) -> Result<Exit, CliError> {
         "elapsed_s": ck.elapsed_s,
         "segments": ck.segments,
         "output": {"path": ck.options.output, "committed_bytes": ck.output_len},
+        "input_digest": ck.input_digest.map(|d| format!("{d:08x}")),
         "best": ck.optimum.best.as_ref().map(|b| json!({
             "value": b.value,
             "records": b.records.iter().map(|r| String::from_utf8_lossy(r)).collect::<Vec<_>>(),

@@ -82,6 +82,17 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             checkpoint.tree.command_line()
         ))
     })?;
+    if let Some(digest) = checkpoint.input_digest
+        && searcher.input_digest() != Some(digest)
+    {
+        return Err(CliError::usage(format!(
+            "cannot resume from {}: the file its tree '{}' reads has changed since the run began \
+             (CRC-32 {digest:08x} then, {} now): resume on the same file",
+            path.display(),
+            checkpoint.tree.command_line(),
+            searcher.input_digest().map_or_else(|| "none".into(), |d| format!("{d:08x}")),
+        )));
+    }
     let mut options = run_options(&args, Some(&checkpoint))?;
     // The run carries on in the file it was resumed from (a copy of a run carries on in the copy).
     let resumed_in_place = options.checkpoint.is_none();

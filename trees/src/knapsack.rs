@@ -34,10 +34,11 @@ impl KnapsackArgs {
             .map_err(|e| format!("knapsack: cannot read {}: {e}", self.file.display()))?;
         let error = |e: String| format!("knapsack: {}: {e}", self.file.display());
         let (capacity, items) = parse(&text).map_err(error)?;
+        let file = text.as_bytes();
         Ok(if items.len() <= u128::MAX_ITEMS {
-            Arc::new(TreeSearcher::optimising(Knapsack::new(capacity, &items).map_err(error)?))
+            Arc::new(TreeSearcher::optimising(Knapsack::new(capacity, &items).map_err(error)?).read_from(file))
         } else {
-            Arc::new(TreeSearcher::optimising(WideKnapsack::new(capacity, &items).map_err(error)?))
+            Arc::new(TreeSearcher::optimising(WideKnapsack::new(capacity, &items).map_err(error)?).read_from(file))
         })
     }
 }

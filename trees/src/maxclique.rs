@@ -6,11 +6,12 @@
 //! Graphs come in DIMACS `.clq` form: `c` comment lines, one `p edge N M` line, then `e U V` lines
 //! with vertices numbered from 1. A solution's record is its vertices, sorted, space-separated.
 
-use bts_worker::{Optimise, Tree};
+use bts_worker::{Optimise, Searcher, Tree, TreeSearcher};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Options of `bts run maxclique`.
 #[derive(Clone, Debug, Parser)]
@@ -27,9 +28,20 @@ pub struct MaxCliqueArgs {
 
 impl MaxCliqueArgs {
     pub fn build(&self) -> Result<MaxClique, String> {
+        Ok(self.read()?.0)
+    }
+
+    /// The graph's search, which knows the file it was read from.
+    pub fn searcher(&self) -> Result<Arc<dyn Searcher>, String> {
+        let (graph, text) = self.read()?;
+        Ok(Arc::new(TreeSearcher::optimising(graph).read_from(text.as_bytes())))
+    }
+
+    fn read(&self) -> Result<(MaxClique, String), String> {
         let text = std::fs::read_to_string(&self.graph)
             .map_err(|e| format!("maxclique: cannot read {}: {e}", self.graph.display()))?;
-        MaxClique::parse(&text).map_err(|e| format!("maxclique: {}: {e}", self.graph.display()))
+        let graph = MaxClique::parse(&text).map_err(|e| format!("maxclique: {}: {e}", self.graph.display()))?;
+        Ok((graph, text))
     }
 }
 

@@ -63,6 +63,17 @@ pub trait Searcher: Send + Sync {
     fn incumbent(&self) -> Option<&SharedIncumbent> {
         None
     }
+
+    /// The [`input_digest`] of the file the tree was read from, for a tree read from one: remote
+    /// workers and resumed runs check that they read the same file as the run did.
+    fn input_digest(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// A digest of an input file's bytes (CRC-32): enough to tell a stale or different copy.
+pub fn input_digest(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
 }
 
 /// The names of a tree's own totals.
@@ -98,24 +109,30 @@ pub trait JobRunner: Send {
 pub struct TreeSearcher<T, G = Enumerate> {
     tree: Arc<T>,
     goal: Arc<G>,
+    input_digest: Option<u32>,
 }
 
 impl<T: Tree> TreeSearcher<T> {
     pub fn new(tree: T) -> Self {
-        Self { tree: Arc::new(tree), goal: Arc::new(Enumerate) }
+        Self { tree: Arc::new(tree), goal: Arc::new(Enumerate), input_digest: None }
     }
 }
 
 impl<T: Optimise> TreeSearcher<T, Maximise> {
     /// A branch and bound over `tree`.
     pub fn optimising(tree: T) -> Self {
-        Self { tree: Arc::new(tree), goal: Arc::new(Maximise::default()) }
+        Self { tree: Arc::new(tree), goal: Arc::new(Maximise::default()), input_digest: None }
     }
 }
 
 impl<T, G> TreeSearcher<T, G> {
     pub fn tree(&self) -> &T {
         &self.tree
+    }
+
+    /// The same search, for a tree read from a file of these bytes (see [`Searcher::input_digest`]).
+    pub fn read_from(self, file: &[u8]) -> Self {
+        Self { input_digest: Some(input_digest(file)), ..self }
     }
 }
 
@@ -137,6 +154,10 @@ impl<T: Tree, G: Goal<T>> Searcher for TreeSearcher<T, G> {
 
     fn incumbent(&self) -> Option<&SharedIncumbent> {
         self.goal.incumbent()
+    }
+
+    fn input_digest(&self) -> Option<u32> {
+        self.input_digest
     }
 }
 

@@ -103,6 +103,16 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), Re
     let searcher = build(&welcome.tree).map_err(|e| {
         RemoteError::Tree(format!("cannot build the master's tree '{}': {e}", welcome.tree.command_line()))
     })?;
+    if let Some(theirs) = welcome.input_digest
+        && searcher.input_digest() != Some(theirs)
+    {
+        return Err(RemoteError::Tree(format!(
+            "the master's tree '{}' reads a file that differs here from the master's copy (CRC-32 {} here, \
+             {theirs:08x} on the master): give this host the same file",
+            welcome.tree.command_line(),
+            searcher.input_digest().map_or_else(|| "none".into(), |d| format!("{d:08x}")),
+        )));
+    }
     let settings = RunnerSettings { keep_output: welcome.keep_output, ..RunnerSettings::default() };
     // A master silent this long is gone (it pings more often).
     let silence = Duration::from_millis(welcome.silence_ms.max(1));

@@ -71,6 +71,8 @@ struct LrsConfig {
     head: Vec<String>,
     /// The input's own options that bts applies.
     options: InputOptions,
+    /// The input file's digest, as read.
+    digest: u32,
 }
 
 /// The `lrs` tree.
@@ -85,6 +87,7 @@ impl LrsSearcher {
         let program = find_lrs(args.lrs.as_deref())?;
         let text = std::fs::read_to_string(&args.file)
             .map_err(|e| format!("lrs: cannot read the input {}: {e}", args.file.display()))?;
+        let digest = bts_worker::input_digest(text.as_bytes());
         let mut input = text;
         if !input.ends_with('\n') {
             input.push('\n');
@@ -101,7 +104,7 @@ impl LrsSearcher {
             max_line: crate::MAX_LINE,
             optimise: false,
         };
-        let mut config = LrsConfig { exec, input, hull, name: None, head: Vec::new(), options };
+        let mut config = LrsConfig { exec, input, hull, name: None, head: Vec::new(), options, digest };
         let first = check_input(&config, &args.file)?;
         config.name = first.name;
         config.head = first.head;
@@ -179,6 +182,10 @@ impl Searcher for LrsSearcher {
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
         let n = self.runners.fetch_add(1, Ordering::SeqCst);
         Ok(Box::new(LrsRunner { config: Arc::clone(&self.config), settings, tag: format!("lrs#{n}") }))
+    }
+
+    fn input_digest(&self) -> Option<u32> {
+        Some(self.config.digest)
     }
 
     fn counters(&self) -> Option<CounterNames> {
