@@ -281,6 +281,13 @@ fn a_run_stopped_and_resumed_gives_every_record_once() {
     first.extend_from_slice(&["lrs", file]);
     let o = bts(&first);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    // Not on an input that has changed since.
+    let original = std::fs::read_to_string(file).unwrap();
+    std::fs::write(file, format!("{original}printslack\n")).unwrap();
+    let o = bts(&["resume", ck]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("has changed since the run began"), "{}", stderr(&o));
+    std::fs::write(file, original).unwrap();
     let summary = dir.path().join("s.json");
     let o = bts(&["resume", ck, "--workers", "3", "--summary-json", summary.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
