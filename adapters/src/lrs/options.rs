@@ -1,5 +1,5 @@
 //! The options of the user's input file. lrs reads them after the matrix's `end`, word by word
-//! (a line starting with `*` is a comment). Most apply to each job as they would to the whole run
+//! (from a `*` to the end of its line is a comment). Most apply to each job as they would to the whole run
 //! and pass through unchanged; `maxdepth` bts applies itself, as every job's returned cobases
 //! depend on it; those that limit or change the whole run cannot be split into jobs and are refused.
 
@@ -37,8 +37,9 @@ pub fn read(input: &str) -> Result<InputOptions, String> {
         // No matrix that lrs can read: the input check says what lrs makes of it.
         return Ok(options);
     };
-    let not_comment = |l: &&str| !l.trim_start().starts_with('*');
-    let mut words = lines.filter(not_comment).flat_map(str::split_whitespace).skip(m.saturating_mul(n));
+    // A `*` starts a comment that runs to the end of its line.
+    let words = lines.flat_map(|l| l.split_whitespace().take_while(|w| !w.starts_with('*')));
+    let mut words = words.skip(m.saturating_mul(n));
     while let Some(word) = words.next() {
         if let Some((_, why)) = REFUSED.iter().find(|(name, _)| *name == word) {
             return Err(format!("the input's option `{word}` {why}: bts run lrs cannot take it; remove it"));
@@ -67,6 +68,7 @@ mod tests {
         assert_eq!(with("maxdepth\n4\n"), Ok(InputOptions { max_depth: Some(4) }));
         assert_eq!(with("maxdepth 0 maxdepth 2\n"), Ok(InputOptions { max_depth: Some(2) }));
         assert_eq!(with("* maxdepth 1\nincidence\n"), Ok(InputOptions::default()));
+        assert_eq!(with("maxdepth 1 * not maxcobases 2\n"), Ok(InputOptions { max_depth: Some(1) }));
         assert!(with("maxdepth x\n").unwrap_err().contains("needs a depth"));
         assert!(with("maxdepth").is_err());
     }
