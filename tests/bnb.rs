@@ -502,12 +502,17 @@ fn remote_workers_find_the_same_optimum_in_both_modes() {
     // master is gone cannot connect).
     let (file, expected) = hard_knapsack(&dir, 30, 110);
     for mode in ["budget", "polling"] {
-        let master = Master::start(&["--mode", mode, "--workers", "0", "knapsack", "--file", &file]);
+        let out = dir.path().join(format!("best-{mode}.txt"));
+        let out_s = out.to_str().unwrap();
+        let master = Master::start(&["--mode", mode, "--workers", "0", "--output", out_s, "knapsack", "--file", &file]);
         let workers: Vec<_> = (0..2).map(|_| worker(&["--connect", &master.address, "--threads", "1"])).collect();
         let (code, summary, log) = master.finish();
         assert_eq!(code, Some(0), "{log}");
         assert_eq!(summary["best"]["value"], expected, "{mode}: {summary}\n{log}");
         assert_eq!(summary["workers"], 2, "{mode}: {summary}");
+        // The best record is the output.
+        let record = summary["best"]["record"].as_str().unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), format!("{record}\n"), "{mode}");
         for w in workers {
             let (code, log) = worker_output(w);
             assert_eq!(code, Some(0), "{log}");

@@ -410,10 +410,13 @@ impl Coordinator {
 
     fn check_finished(&mut self) {
         if self.slots.iter().all(|s| matches!(s.state, State::Finished | State::Gone)) {
-            if self.ending.is_none() && !self.best_written {
+            let outcome = self.ending.clone().unwrap_or(Outcome::Complete);
+            // A complete run's output is its best records, however its end was found (every
+            // worker finished, or the counts of a termination wave).
+            if outcome == Outcome::Complete && !self.best_written {
                 self.write_best();
             }
-            self.outcome = Some(self.ending.clone().unwrap_or(Outcome::Complete));
+            self.outcome = Some(outcome);
         }
     }
 

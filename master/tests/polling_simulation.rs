@@ -2260,6 +2260,26 @@ fn a_join_during_a_wave_does_not_stall_termination() {
     assert_eq!(drain(&mut c), vec![(a, PeerMsg::Finish), (b, PeerMsg::Finish)]);
 }
 
+/// A branch and bound whose end the termination waves find (remote processes) writes its best
+/// record as its output, as one whose workers all finish by themselves does.
+#[test]
+fn a_run_ended_by_waves_writes_its_best_record() {
+    let mut c = coordinator_at_start();
+    let a = c.add_workers(1);
+    drain(&mut c);
+    let best = bts_protocol::Solution { value: 7, record: b"seven".to_vec() };
+    let progress = Progress { visited: 1, solutions: vec![best], ..Progress::default() };
+    c.handle(PollReport::Progress { worker: a, progress });
+    for _ in 0..2 {
+        let wave = c.start_wave().expect("a wave");
+        c.wave_counts(wave, vec![counts(a, 0, 0, 1)]);
+    }
+    assert!(drain(&mut c).contains(&(a, PeerMsg::Finish)));
+    c.handle(PollReport::Finished { worker: a, progress: Progress::default(), pieces: 0, moved: 0 });
+    assert_eq!(c.outcome(), Some(&Outcome::Complete));
+    assert_eq!(c.output(), b"seven\n");
+}
+
 /// Work that reaches a worker still paused from a victim the coordinator already resumed (the
 /// thief's `Resume` and the victim's `Work` travel on different links) carries the victim's pause
 /// number: the thief keeps it, and both count it in the next pause, which completes with it.
