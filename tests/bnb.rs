@@ -589,6 +589,8 @@ fn a_run_does_not_resume_on_a_changed_file_and_a_worker_does_not_work_on_a_diffe
     let (code, summary, log) = master.finish();
     assert_eq!(code, Some(0), "{log}");
     assert_eq!(summary["best"]["value"].as_i64(), Some(expected), "{summary}");
+    // The master's log says why the first worker left.
+    assert!(log.contains("it left: the master's tree 'knapsack --file k.txt' reads a file that differs"), "{log}");
 }
 
 // ----- legacy programs -----

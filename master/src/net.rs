@@ -312,6 +312,7 @@ fn frame_name(frame: &WorkerFrame) -> &'static str {
         WorkerFrame::Pong { .. } => "Pong",
         WorkerFrame::Report(_) => "Report",
         WorkerFrame::Counts { .. } => "Counts",
+        WorkerFrame::Leaving { .. } => "Leaving",
     }
 }
 
@@ -389,6 +390,7 @@ async fn read_loop(
             }
             Ok(())
         }
+        WorkerFrame::Leaving { reason } => Err(Ended::Broken(format!("it left: {reason}"))),
         other => Err(Ended::Broken(format!("out of order: {} after the handshake", frame_name(&other)))),
     })
     .await
@@ -401,6 +403,7 @@ async fn read_polling(frames: &mut Frames, silence: Duration, process: u64, even
             WorkerFrame::Report(report) => Event::Poll(report),
             WorkerFrame::Counts { wave, counts } => Event::Counts { process, wave, counts },
             WorkerFrame::Pong { .. } => return Ok(()),
+            WorkerFrame::Leaving { reason } => return Err(Ended::Broken(format!("it left: {reason}"))),
             other => return Err(Ended::Broken(format!("out of order: {} in a polling run", frame_name(&other)))),
         };
         events.send(event).map_err(|_| Ended::Closed)

@@ -19,7 +19,7 @@ use crate::{FromWorker, ToWorker, TreeSpec};
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: [u8; 8] = *b"bts-wire";
-/// Version 4 added the input digest to `Welcome`.
+/// Version 4 added the input digest to `Welcome` and `WorkerFrame::Leaving`.
 pub const PROTOCOL_VERSION: u32 = 4;
 pub const PREAMBLE_LEN: usize = 12;
 
@@ -73,6 +73,11 @@ pub enum WorkerFrame {
     Counts {
         wave: u64,
         counts: Vec<Counts>,
+    },
+    /// The worker cannot take part after all (it cannot build the tree, or its input file differs
+    /// from the master's): why, for the master's log. Nothing follows.
+    Leaving {
+        reason: String,
     },
 }
 

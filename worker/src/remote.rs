@@ -89,6 +89,20 @@ pub enum RemoteError {
 /// Builds the tree a master names, from the same registry the master uses.
 pub type BuildTree<'a> = dyn Fn(&TreeSpec) -> Result<Arc<dyn Searcher>, String> + 'a;
 
+/// The master's tree, built here from the same file as the master's.
+fn tree_for(welcome: &Welcome, build: &BuildTree<'_>) -> Result<Arc<dyn Searcher>, String> {
+    let tree = welcome.tree.command_line();
+    let searcher = build(&welcome.tree).map_err(|e| format!("cannot build the master's tree '{tree}': {e}"))?;
+    match (welcome.input_digest, searcher.input_digest()) {
+        (Some(theirs), ours) if ours != Some(theirs) => Err(format!(
+            "the master's tree '{tree}' reads a file that differs here from the master's copy (CRC-32 {} here, \
+             {theirs:08x} on the master): give this host the same file",
+            ours.map_or_else(|| "none".into(), |d| format!("{d:08x}")),
+        )),
+        _ => Ok(searcher),
+    }
+}
+
 /// How long the handshake may take once connected.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -100,19 +114,18 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), Re
         return Ok(());
     };
     tracing::info!(tree = %welcome.tree.command_line(), "joined the run");
-    let searcher = build(&welcome.tree).map_err(|e| {
-        RemoteError::Tree(format!("cannot build the master's tree '{}': {e}", welcome.tree.command_line()))
-    })?;
-    if let Some(theirs) = welcome.input_digest
-        && searcher.input_digest() != Some(theirs)
-    {
-        return Err(RemoteError::Tree(format!(
-            "the master's tree '{}' reads a file that differs here from the master's copy (CRC-32 {} here, \
-             {theirs:08x} on the master): give this host the same file",
-            welcome.tree.command_line(),
-            searcher.input_digest().map_or_else(|| "none".into(), |d| format!("{d:08x}")),
-        )));
-    }
+    let searcher = match tree_for(&welcome, build) {
+        Ok(searcher) => searcher,
+        Err(why) => {
+            // The master hears why before the connection closes.
+            let mut write = write;
+            let mut out = Vec::new();
+            push(WorkerFrame::Leaving { reason: why.clone() }, &mut out);
+            let _ =
+                runtime().block_on(async { tokio::time::timeout(Duration::from_secs(5), write.write_all(&out)).await });
+            return Err(RemoteError::Tree(why));
+        }
+    };
     let settings = RunnerSettings { keep_output: welcome.keep_output, ..RunnerSettings::default() };
     // A master silent this long is gone (it pings more often).
     let silence = Duration::from_millis(welcome.silence_ms.max(1));
