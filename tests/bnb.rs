@@ -445,6 +445,9 @@ fn target_stops_the_run_with_exit_0_as_soon_as_it_is_reached() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(summary(&o)["outcome"], "target");
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("value=")).count(), 1);
+    // The record written is the best the run knows when it stops, as the summary says.
+    let best = summary(&o)["best"]["record"].as_str().unwrap().to_string();
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with(&format!("{best}\n")), "{best}");
     for mode in ["budget", "polling"] {
         // A target above the optimum: the run completes and says what the optimum is.
         let o =

@@ -367,6 +367,16 @@ struct Process {
 /// How often a distributed run looks for its end.
 const WAVE_EVERY: Duration = Duration::from_millis(20);
 
+/// Writes what the coordinator has committed to the output; `written` counts the output's bytes.
+fn flush(coordinator: &mut Coordinator, output: &mut dyn Output, written: &mut u64) -> io::Result<()> {
+    if !coordinator.output().is_empty() {
+        output.write_all(coordinator.output())?;
+        *written += coordinator.output().len() as u64;
+        coordinator.clear_output();
+    }
+    Ok(())
+}
+
 /// Runs a random-polling run until it ends: delivers the coordinator's messages, writes committed
 /// output, pauses the workers for checkpoints and stops, enforces the time limit and the stop file,
 /// takes in processes that join, runs termination waves and rolls back when a process is lost. An
@@ -405,12 +415,10 @@ pub fn drive_polling(
             }
             continue;
         }
-        if !coordinator.output().is_empty() {
-            output.write_all(coordinator.output())?;
-            written += coordinator.output().len() as u64;
-            coordinator.clear_output();
-        }
+        flush(coordinator, output, &mut written)?;
         if let Some(why) = coordinator.pause_complete() {
+            // A target reached writes the best records as the pause completes: before the save.
+            flush(coordinator, output, &mut written)?;
             match why {
                 PauseFor::Checkpoint => {
                     if let Err(e) = save(coordinator, output, observer, false) {

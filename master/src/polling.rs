@@ -204,7 +204,7 @@ impl Coordinator {
     }
 
     /// Takes a report's solutions: an improvement goes to every worker, and one that reaches the
-    /// target stops the run (its records are the output, written at once).
+    /// target stops the run (the best records when the workers have paused are its output).
     fn take_solutions(&mut self, solutions: Vec<bts_protocol::Solution>) {
         if solutions.is_empty() || !self.incumbents.offer(solutions) {
             return;
@@ -216,7 +216,6 @@ impl Coordinator {
             self.outbox.push_back((w, PeerMsg::Incumbent(incumbent)));
         }
         if self.incumbents.reached_target() && !self.best_written {
-            self.write_best();
             self.request_pause(PauseFor::Stop(StopReason::Target));
         }
     }
@@ -330,12 +329,10 @@ impl Coordinator {
         }
         let reset = self.reset.take().expect("checked");
         self.totals = self.last.totals.clone();
-        // Solutions found since the snapshot are solutions still: the incumbent stays (and the
-        // records of a target reached are written again, the output being cut back).
+        // Solutions found since the snapshot are solutions still: the incumbent stays. (Best
+        // records written as the output are in the snapshot: they are written only as the pause
+        // that takes it completes.)
         self.totals.best = self.incumbents.best();
-        if std::mem::take(&mut self.best_written) {
-            self.write_best();
-        }
         self.output.clear();
         let nodes: Vec<Returned> = self.last.jobs.iter().cloned().map(Returned::from).collect();
         let live: Vec<u32> = (0..self.slots.len() as u32).filter(|&w| self.slots[w as usize].live()).collect();
@@ -510,6 +507,11 @@ impl Coordinator {
             Some(StartPlan::Root(root)) => jobs.push(pending(root)),
             Some(StartPlan::Nodes(nodes)) => jobs.extend(nodes.iter().map(pending)),
             None => {}
+        }
+        // A target reached: the output is the best records of the paused run, as the final
+        // checkpoint (taken next) records it.
+        if why == PauseFor::Stop(StopReason::Target) && !self.best_written {
+            self.write_best();
         }
         self.last = Snapshot { totals: self.totals.clone(), jobs: jobs.clone() };
         self.snapshot = Some(jobs);

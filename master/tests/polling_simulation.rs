@@ -2280,6 +2280,34 @@ fn a_run_ended_by_waves_writes_its_best_record() {
     assert_eq!(c.output(), b"seven\n");
 }
 
+/// A target reached pauses the run; solutions found before every worker has paused count, and the
+/// output is the best records when the pause completes, in the snapshot the final checkpoint takes.
+#[test]
+fn a_target_reached_writes_the_best_records_of_the_paused_run() {
+    let config = bts_master::OptimumConfig { keep_ties: false, target: Some(5) };
+    let mut c = coordinator_at_start().optimising(config);
+    let (a, b) = (c.add_workers(1), c.add_workers(1));
+    drain(&mut c);
+    let solution = |value: i64, record: &str| bts_protocol::Solution { value, record: record.as_bytes().to_vec() };
+    let found =
+        |worker, s| PollReport::Progress { worker, progress: Progress { solutions: vec![s], ..Progress::default() } };
+    c.handle(found(a, solution(6, "six")));
+    assert!(drain(&mut c).contains(&(a, PeerMsg::Pause { number: 1 })));
+    assert!(c.output().is_empty(), "nothing is written before the workers have paused");
+    // b finds better before it pauses.
+    c.handle(found(b, solution(9, "nine")));
+    c.handle(paused(a, Vec::new(), 0, 0));
+    c.handle(paused(b, vec![encode(3, 1)], 0, 0));
+    assert_eq!(c.pause_complete(), Some(PauseFor::Stop(StopReason::Target)));
+    assert_eq!(c.output(), b"nine\n");
+    assert_eq!((c.totals().outputs, c.totals().output_bytes), (1, 5));
+    c.finish(Outcome::Stopped(StopReason::Target));
+    c.handle(PollReport::Finished { worker: a, progress: Progress::default(), pieces: 0, moved: 0 });
+    c.handle(PollReport::Finished { worker: b, progress: Progress::default(), pieces: 0, moved: 0 });
+    assert_eq!(c.outcome(), Some(&Outcome::Stopped(StopReason::Target)));
+    assert_eq!(c.output(), b"nine\n", "written once");
+}
+
 /// Work that reaches a worker still paused from a victim the coordinator already resumed (the
 /// thief's `Resume` and the victim's `Work` travel on different links) carries the victim's pause
 /// number: the thief keeps it, and both count it in the next pause, which completes with it.
