@@ -2,7 +2,7 @@
 //! brute force and published clique numbers for maximum clique), in every mode and worker count,
 //! and the command line's `--target`, `--all-best`, `best` summary and bad instance files.
 
-use crate::util::{bts, bts_command, stderr, summary};
+use crate::util::{bts, bts_command, inspect, stderr, summary};
 use bts::trees::{Knapsack, MaxClique, WideKnapsack};
 use bts::{BudgetConfig, OptimumConfig, Run, RunMode, RunOptions, SchedulerConfig};
 use std::process::{Command, Stdio};
@@ -537,9 +537,7 @@ fn a_stopped_run_keeps_its_incumbent_in_the_checkpoint_and_resumes_to_the_optimu
         let first = summary(&o)["best"]["value"].as_i64().expect("a solution before the stop");
         let saved = bts_checkpoints::load(&ck).unwrap().optimum.best.expect("the incumbent is saved");
         assert_eq!(saved.value, first);
-        let inspected = bts(&["inspect", ck_s]);
-        let inspected: serde_json::Value = serde_json::from_slice(&inspected.stdout).unwrap();
-        assert_eq!(inspected["best"]["value"], first);
+        assert_eq!(inspect(&ck)["best"]["value"], first);
         assert!(first <= expected);
         let o = bts(&["resume", ck_s, "--summary-json", "-"]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -558,9 +556,8 @@ fn a_run_does_not_resume_on_a_changed_file_and_a_worker_does_not_work_on_a_diffe
     let ck_s = ck.to_str().unwrap();
     let run = ["run", "--workers", "2", "--checkpoint", ck_s, "--node-limit", "3000", "knapsack", "--file", &file];
     assert_eq!(bts(&run).status.code(), Some(3));
-    let digest = bts(&["inspect", ck_s]);
-    let digest: serde_json::Value = serde_json::from_slice(&digest.stdout).unwrap();
-    assert_eq!(digest["input_digest"].as_str().map(str::len), Some(8), "{digest}");
+    let digest = inspect(&ck)["input_digest"].clone();
+    assert_eq!(digest.as_str().map(str::len), Some(8), "{digest}");
     let original = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, original.replacen('\n', "\n7 1\n", 1)).unwrap();
     let o = bts(&["resume", ck_s]);

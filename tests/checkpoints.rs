@@ -41,12 +41,6 @@ fn check_queens_output(path: &Path, n: usize) {
     assert_eq!(lines.len(), solutions(n), "a record written twice");
 }
 
-fn inspect(path: &Path) -> Value {
-    let o = bts(&["inspect", path.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 /// Waits until the checkpoint at `path` counts more than `nodes` nodes: the run is under way.
 fn wait_for_progress(path: &Path, nodes: u64) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);

@@ -4,7 +4,6 @@
 use crate::util::*;
 use bts::trees::{Gw, Preset, Queens, Uts};
 use bts::{Limits, PollingStart, Run, RunMode, RunOptions, SplitRule, Tree, search};
-use serde_json::Value;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -170,7 +169,7 @@ fn checkpoints_resume_in_either_mode() {
             "10",
         ]);
         assert_eq!(o.status.code(), Some(3), "{first}: {}", stderr(&o));
-        let info: Value = serde_json::from_slice(&bts(&["inspect", ck_s]).stdout).unwrap();
+        let info = inspect(&ck);
         assert_eq!(info["options"]["mode"], first);
         assert_eq!(info["options"]["split"].as_str(), (first == "polling").then_some("alternate"));
         let o = bts(&["resume", ck_s, "--mode", then, "--workers", "2", "--summary-json", "-"]);

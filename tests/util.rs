@@ -22,6 +22,13 @@ pub fn summary(o: &Output) -> Value {
     serde_json::from_str(text.lines().last().expect("a summary line")).expect("the summary is JSON")
 }
 
+/// What `bts inspect` says of the checkpoint at `path`.
+pub fn inspect(path: &std::path::Path) -> Value {
+    let o = bts(&["inspect", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// Waits for `child` at most `limit`, killing it if it takes longer.
 pub fn wait_bounded(child: &mut Child, limit: Duration) -> ExitStatus {
     let deadline = Instant::now() + limit;

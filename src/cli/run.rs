@@ -10,7 +10,7 @@ use bts_checkpoints::{Checkpoint, StoredMode};
 use bts_master::{BudgetConfig, Discard, OptimumConfig, Order, Outcome, Output, SchedulerConfig, StopReason};
 use bts_protocol::TreeSpec;
 use bts_worker::remote::{MasterAddress, RemoteOptions};
-use bts_worker::{FileFrame, Searcher};
+use bts_worker::{FileFrame, Searcher, digest_text};
 use clap::{CommandFactory, FromArgMatches};
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -90,7 +90,7 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
              (CRC-32 {digest:08x} then, {} now): resume on the same file",
             path.display(),
             checkpoint.tree.command_line(),
-            searcher.input_digest().map_or_else(|| "none".into(), |d| format!("{d:08x}")),
+            digest_text(searcher.input_digest()),
         )));
     }
     let mut options = run_options(&args, Some(&checkpoint))?;

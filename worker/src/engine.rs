@@ -76,6 +76,11 @@ pub fn input_digest(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
 }
 
+/// A digest as messages show it: eight hex digits, or `none` for a tree read from no file.
+pub fn digest_text(digest: Option<u32>) -> String {
+    digest.map_or_else(|| "none".into(), |d| format!("{d:08x}"))
+}
+
 /// The names of a tree's own totals.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CounterNames {

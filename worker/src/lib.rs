@@ -17,7 +17,9 @@ mod tree;
 mod unwind;
 
 pub use dfs::{CountOnly, Job, JobStats, Limits, Records, search, search_with};
-pub use engine::{CounterNames, FileFrame, JobRunner, RunnerSettings, Searcher, TreeSearcher, input_digest};
+pub use engine::{
+    CounterNames, FileFrame, JobRunner, RunnerSettings, Searcher, TreeSearcher, digest_text, input_digest,
+};
 pub use local::{WorkerLoop, run_worker};
 pub use optimise::{Enumerate, Goal, Maximise, Optimise, SharedIncumbent};
 pub use stack::{StackWorker, TreeStack};

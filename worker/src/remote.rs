@@ -97,7 +97,7 @@ fn tree_for(welcome: &Welcome, build: &BuildTree<'_>) -> Result<Arc<dyn Searcher
         (Some(theirs), ours) if ours != Some(theirs) => Err(format!(
             "the master's tree '{tree}' reads a file that differs here from the master's copy (CRC-32 {} here, \
              {theirs:08x} on the master): give this host the same file",
-            ours.map_or_else(|| "none".into(), |d| format!("{d:08x}")),
+            crate::digest_text(ours),
         )),
         _ => Ok(searcher),
     }
