@@ -70,8 +70,37 @@ pub fn best(items: Vec<i64>, capacity: i64) -> Result<Option<bts::Best>, bts::Ru
     Ok(finished.summary.totals.best) // its value and record
 }
 
+// The end of the README's branch and bound; its "own recursion" follows.
+
+use bts::{Entry, Recursive, Scope, TreeSearcher, TreeSpec};
+use std::sync::Arc;
+
+impl Recursive for SubsetSum {
+    // The children of `children`, in its order; the scope prunes, visits or hands back each.
+    fn search_below(&self, p: Partial, depth: u32, scope: &mut impl Scope<Self>) {
+        for child in self.children(&p, depth) {
+            match scope.enter(&child, depth + 1) {
+                Entry::Visited => self.search_below(child, depth + 1, scope), // counted and offered
+                Entry::Skipped => {}   // pruned, or handed back: past the budget or the depth limit
+                Entry::Done => return, // pruned, and so are its later siblings (BOUNDS_DESCEND)
+            }
+        }
+    }
+}
+
+pub fn best_by_recursion(items: Vec<i64>, capacity: i64) -> Result<Option<bts::Best>, bts::RunError> {
+    let searcher = TreeSearcher::optimising(SubsetSum { items, capacity }).recursive();
+    let spec = TreeSpec::new("subset-sum", Vec::<String>::new());
+    let finished = bts::Run::with_searcher(spec, Arc::new(searcher))
+        .options(bts::RunOptions { workers: 2, ..Default::default() })
+        .run(&mut Vec::new())?;
+    Ok(finished.summary.totals.best)
+}
+
 fn main() {
     let items = vec![31, 41, 59, 26, 53, 58, 97, 93, 23, 84, 62, 64, 33, 83, 27, 95, 2, 88];
-    let best = best(items, 500).unwrap().expect("the empty subset at least");
+    let best = best(items.clone(), 500).unwrap().expect("the empty subset at least");
     println!("{}: {}", best.value, String::from_utf8_lossy(&best.records[0]));
+    let by_recursion = best_by_recursion(items, 500).unwrap().expect("the empty subset at least");
+    println!("by recursion: {}", by_recursion.value);
 }

@@ -23,7 +23,10 @@ mod summary;
 pub use bts_master::{Best, BudgetConfig, OptimumConfig, Order, Outcome, SchedulerConfig, StopReason, Totals};
 pub use bts_protocol::TreeSpec;
 pub use bts_protocol::polling::SplitRule;
-pub use bts_worker::{AdjChildren, Adjacency, AdjacencyOracle, JobStats, Limits, Optimise, Tree, search};
+pub use bts_worker::{
+    AdjChildren, Adjacency, AdjacencyOracle, Entry, JobStats, Limits, Optimise, Recursive, Scope, Searcher, Tree,
+    TreeSearcher, search,
+};
 pub use registry::{BuildError, Registry};
 pub use run::{
     Finished, ListenOptions, MonitorOptions, PollingStart, ProgressMode, Run, RunError, RunMode, RunOptions, Stopper,

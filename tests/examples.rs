@@ -83,11 +83,13 @@ fn every_rust_snippet_of_the_readme_is_in_the_compiled_example() {
     let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/readme.rs")).unwrap();
     let bnb = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/bnb.rs")).unwrap();
     let snippets: Vec<&str> = readme.split("```rust\n").skip(1).map(|rest| rest.split("```").next().unwrap()).collect();
-    assert_eq!(snippets.len(), 4, "the README's Rust snippets");
+    assert_eq!(snippets.len(), 5, "the README's Rust snippets");
     for snippet in &snippets[..3] {
         assert!(example.contains(snippet), "examples/readme.rs lacks this README snippet:\n{snippet}");
     }
-    assert!(bnb.contains(snippets[3]), "examples/bnb.rs lacks the README's branch and bound:\n{}", snippets[3]);
+    for snippet in &snippets[3..] {
+        assert!(bnb.contains(snippet), "examples/bnb.rs lacks this README branch-and-bound snippet:\n{snippet}");
+    }
 }
 
 #[test]
@@ -100,6 +102,8 @@ fn the_readme_branch_and_bound_finds_the_best_subset() {
         let expected = sums.filter(|&s| s <= capacity).max().unwrap();
         let best = bnb::best(items.clone(), capacity).unwrap().unwrap();
         assert_eq!(best.value, expected, "capacity {capacity}");
+        let by_recursion = bnb::best_by_recursion(items.clone(), capacity).unwrap().unwrap();
+        assert_eq!(by_recursion.value, expected, "capacity {capacity}, by recursion");
         let record = String::from_utf8(best.records[0].clone()).unwrap();
         assert!(record.starts_with(&format!("sum {expected} items [")), "{record}");
     }

@@ -6,7 +6,7 @@
 //! blank lines and lines starting with `#` are ignored. A solution's record is
 //! `value=V weight=W items=I,J,...` with the items numbered from 0 in the file's order.
 
-use bts_worker::{Optimise, Searcher, Tree, TreeSearcher};
+use bts_worker::{Entry, Optimise, Recursive, Scope, Searcher, Tree, TreeSearcher};
 use clap::Parser;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -36,9 +36,12 @@ impl KnapsackArgs {
         let (capacity, items) = parse(&text).map_err(error)?;
         let file = text.as_bytes();
         Ok(if items.len() <= u128::MAX_ITEMS {
-            Arc::new(TreeSearcher::optimising(Knapsack::new(capacity, &items).map_err(error)?).read_from(file))
+            Arc::new(
+                TreeSearcher::optimising(Knapsack::new(capacity, &items).map_err(error)?).recursive().read_from(file),
+            )
         } else {
-            Arc::new(TreeSearcher::optimising(WideKnapsack::new(capacity, &items).map_err(error)?).read_from(file))
+            let knapsack = WideKnapsack::new(capacity, &items).map_err(error)?;
+            Arc::new(TreeSearcher::optimising(knapsack).recursive().read_from(file))
         })
     }
 }
@@ -335,6 +338,30 @@ impl<B: Taken> Tree for KnapsackOf<B> {
     }
 }
 
+/// The children of `children`, by recursion: the packing's numbers stay in registers.
+impl<B: Taken> Recursive for KnapsackOf<B> {
+    #[inline]
+    fn search_below(&self, p: Packing<B>, depth: u32, scope: &mut impl Scope<Self>) {
+        let room = self.capacity - p.weight;
+        let Some(skipped) = self.items[p.next as usize..].iter().position(|&(_, w)| w <= room) else {
+            return;
+        };
+        let i = p.next as usize + skipped;
+        let (v, w) = self.items[i];
+        let next = i as u32 + 1;
+        let take = Packing { next, value: p.value + v, weight: p.weight + w, taken: p.taken.with(i) };
+        match scope.enter(&take, depth + 1) {
+            Entry::Visited => self.search_below(take, depth + 1, scope),
+            Entry::Skipped => {}
+            Entry::Done => return,
+        }
+        let leave = Packing { next, ..p };
+        if scope.enter(&leave, depth + 1) == Entry::Visited {
+            self.search_below(leave, depth + 1, scope);
+        }
+    }
+}
+
 impl<B: Taken> Optimise for KnapsackOf<B> {
     #[inline]
     fn value(&self, p: &Packing<B>, _depth: u32) -> Option<i64> {
@@ -460,6 +487,68 @@ mod tests {
                 proptest::prop_assert!(bounds.windows(2).all(|b| b[0] >= b[1]), "{p:?}: {bounds:?}");
                 stack.extend(children);
             }
+        }
+    }
+
+    /// What a job did: its solutions, the nodes it returned and its statistics.
+    type JobOutcome<B> = (Vec<bts_protocol::Solution>, Vec<(Packing<B>, u32)>, bts_worker::JobStats);
+
+    /// One job of `k` from `start`, by the loop over children iterators and by the recursion,
+    /// each with an incumbent of its own at `incumbent`.
+    fn both_ways<B: Taken>(
+        k: &KnapsackOf<B>,
+        start: &Packing<B>,
+        depth: u32,
+        limits: bts_worker::Limits,
+        incumbent: i64,
+    ) -> [JobOutcome<B>; 2] {
+        let run = |recursive: bool| {
+            let goal = bts_worker::Maximise::default();
+            goal.0.raise(bts_protocol::Incumbent { value: incumbent, keep_ties: false });
+            let (mut found, mut back) = (Vec::new(), Vec::new());
+            let job = bts_worker::Job { start, depth, limits };
+            let mut give_back = |p, d| back.push((p, d));
+            let out = &mut bts_worker::CountOnly;
+            let stats = if recursive {
+                bts_worker::search_recursive(k, &goal, job, out, &mut found, &mut give_back)
+            } else {
+                bts_worker::search_with(k, &goal, job, out, &mut found, &mut give_back)
+            };
+            (found, back, stats)
+        };
+        [run(false), run(true)]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+
+        /// The knapsack's own recursion runs a job as the loop over its children does: the same
+        /// solutions, frontier and statistics, whatever the budget, depth limit, start node and
+        /// incumbent; with narrow and wide packings.
+        #[test]
+        fn the_recursion_runs_a_job_as_the_children_do(
+            capacity in 0u64..80,
+            items in proptest::collection::vec((0u64..10, 0u64..10), 0..12),
+            budget in 1u64..60,
+            limit in proptest::option::of(0u32..8),
+            walk in proptest::collection::vec(proptest::bool::ANY, 0..6),
+            incumbent in proptest::option::of(0i64..40),
+        ) {
+            let incumbent = incumbent.unwrap_or(bts_protocol::NO_VALUE);
+            let k = Knapsack::new(capacity, &items).unwrap();
+            let wide = WideKnapsack::new(capacity, &items).unwrap();
+            // The start: down from the root, taking or leaving as `walk` says while there is a child.
+            let (mut start, mut wide_start, mut depth) = (k.root(), wide.root(), 0);
+            for &take in &walk {
+                let (c, wc): (Vec<Packing>, Vec<Packing<Wide>>) = (k.children(&start, depth).collect(), wide.children(&wide_start, depth).collect());
+                let Some(i) = (!c.is_empty()).then(|| usize::from(!take) % c.len()) else { break };
+                (start, wide_start, depth) = (c[i].clone(), wc[i].clone(), depth + 1);
+            }
+            let limits = bts_worker::Limits { budget, max_depth: limit.map(|l| depth + l) };
+            let [looped, recursive] = both_ways(&k, &start, depth, limits, incumbent);
+            proptest::prop_assert_eq!(&recursive, &looped);
+            let [looped, recursive] = both_ways(&wide, &wide_start, depth, limits, incumbent);
+            proptest::prop_assert_eq!(&recursive, &looped);
         }
     }
 

@@ -2,7 +2,7 @@
 //! the command line handle every tree (built-in, user-defined or a legacy program) alike.
 
 use crate::optimise::{Enumerate, Goal, Maximise, Optimise, SharedIncumbent};
-use crate::{CountOnly, Limits, Tree, search_with, unwind};
+use crate::{CountOnly, Limits, Records, Recursive, Tree, search_recursive, search_with, unwind};
 use bts_protocol::{Incumbent, Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned, Solution};
 use std::sync::Arc;
 use std::time::Instant;
@@ -110,27 +110,38 @@ pub trait JobRunner: Send {
 
 /// The [`Searcher`] of a [`Tree`]: nodes are serialised with postcard. `G` says whether the tree
 /// is enumerated ([`Enumerate`]) or optimised ([`Maximise`], with the incumbent the process's
-/// threads share).
-pub struct TreeSearcher<T, G = Enumerate> {
+/// threads share); `S` how a job searches ([`Loop`], or the tree's own [`Recursion`]).
+pub struct TreeSearcher<T, G = Enumerate, S = Loop> {
     tree: Arc<T>,
     goal: Arc<G>,
     input_digest: Option<u32>,
+    search: std::marker::PhantomData<S>,
 }
 
 impl<T: Tree> TreeSearcher<T> {
     pub fn new(tree: T) -> Self {
-        Self { tree: Arc::new(tree), goal: Arc::new(Enumerate), input_digest: None }
+        Self { tree: Arc::new(tree), goal: Arc::new(Enumerate), input_digest: None, search: std::marker::PhantomData }
     }
 }
 
 impl<T: Optimise> TreeSearcher<T, Maximise> {
     /// A branch and bound over `tree`.
     pub fn optimising(tree: T) -> Self {
-        Self { tree: Arc::new(tree), goal: Arc::new(Maximise::default()), input_digest: None }
+        let goal = Arc::new(Maximise::default());
+        Self { tree: Arc::new(tree), goal, input_digest: None, search: std::marker::PhantomData }
     }
 }
 
-impl<T, G> TreeSearcher<T, G> {
+impl<T: Recursive, G> TreeSearcher<T, G> {
+    /// The same search, its jobs run by the tree's own recursion ([`Recursive`]); random polling
+    /// and progress estimates still walk the tree through its children iterators.
+    pub fn recursive(self) -> TreeSearcher<T, G, Recursion> {
+        let Self { tree, goal, input_digest, .. } = self;
+        TreeSearcher { tree, goal, input_digest, search: std::marker::PhantomData }
+    }
+}
+
+impl<T, G, S> TreeSearcher<T, G, S> {
     pub fn tree(&self) -> &T {
         &self.tree
     }
@@ -141,7 +152,56 @@ impl<T, G> TreeSearcher<T, G> {
     }
 }
 
-impl<T: Tree, G: Goal<T>> Searcher for TreeSearcher<T, G> {
+/// How a job searches its subtree.
+pub trait JobSearch<T: Tree, G: Goal<T>>: Send + Sync + 'static {
+    fn search(
+        tree: &T,
+        goal: &G,
+        job: crate::Job<'_, T::Node>,
+        out: &mut impl Records,
+        found: &mut Vec<Solution>,
+        returned: &mut impl FnMut(T::Node, u32),
+    ) -> crate::JobStats;
+}
+
+/// Jobs walk the tree through its children iterators ([`search_with`]).
+pub struct Loop;
+
+impl<T: Tree, G: Goal<T>> JobSearch<T, G> for Loop {
+    #[inline]
+    fn search(
+        tree: &T,
+        goal: &G,
+        job: crate::Job<'_, T::Node>,
+        out: &mut impl Records,
+        found: &mut Vec<Solution>,
+        returned: &mut impl FnMut(T::Node, u32),
+    ) -> crate::JobStats {
+        search_with(tree, goal, job, out, found, returned)
+    }
+}
+
+/// Jobs run the tree's own recursion ([`search_recursive`]).
+pub struct Recursion;
+
+impl<T: Recursive, G: Goal<T>> JobSearch<T, G> for Recursion
+where
+    T::Node: Clone,
+{
+    #[inline]
+    fn search(
+        tree: &T,
+        goal: &G,
+        job: crate::Job<'_, T::Node>,
+        out: &mut impl Records,
+        found: &mut Vec<Solution>,
+        returned: &mut impl FnMut(T::Node, u32),
+    ) -> crate::JobStats {
+        search_recursive(tree, goal, job, out, found, returned)
+    }
+}
+
+impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> Searcher for TreeSearcher<T, G, S> {
     fn root(&self) -> Result<NodeBytes, String> {
         let root = unwind::catch(|| self.tree.root()).map_err(|m| format!("the tree's root() panicked: {m}"))?;
         encode(&root).map_err(|e| format!("cannot serialise the root {root:?}: {e}"))
@@ -149,7 +209,16 @@ impl<T: Tree, G: Goal<T>> Searcher for TreeSearcher<T, G> {
 
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
         let goal = if settings.detached { Arc::new(self.goal.detached()) } else { Arc::clone(&self.goal) };
-        Ok(Box::new(TreeRunner { tree: Arc::clone(&self.tree), goal, settings, out: String::new(), found: Vec::new() }))
+        let tree = Arc::clone(&self.tree);
+        let runner = TreeRunner::<T, G, S> {
+            tree,
+            goal,
+            settings,
+            out: String::new(),
+            found: Vec::new(),
+            search: std::marker::PhantomData,
+        };
+        Ok(Box::new(runner))
     }
 
     fn stack_worker(&self, settings: RunnerSettings) -> Option<Box<dyn crate::StackWorker>> {
@@ -166,7 +235,7 @@ impl<T: Tree, G: Goal<T>> Searcher for TreeSearcher<T, G> {
     }
 }
 
-struct TreeRunner<T, G> {
+struct TreeRunner<T, G, S> {
     tree: Arc<T>,
     goal: Arc<G>,
     settings: RunnerSettings,
@@ -174,9 +243,10 @@ struct TreeRunner<T, G> {
     out: String,
     /// Solutions the running job found.
     found: Vec<Solution>,
+    search: std::marker::PhantomData<S>,
 }
 
-impl<T: Tree, G: Goal<T>> JobRunner for TreeRunner<T, G> {
+impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> JobRunner for TreeRunner<T, G, S> {
     fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
         let started = Instant::now();
         let fail = |message: String| JobFailure { id: job.id, node: describe::<T>(&job.node), message };
@@ -203,9 +273,9 @@ impl<T: Tree, G: Goal<T>> JobRunner for TreeRunner<T, G> {
             };
             let search = crate::Job { start: &node, depth: job.depth, limits };
             if keep_output {
-                search_with(tree, goal, search, out, found, &mut give_back)
+                S::search(tree, goal, search, out, found, &mut give_back)
             } else {
-                search_with(tree, goal, search, &mut CountOnly, found, &mut give_back)
+                S::search(tree, goal, search, &mut CountOnly, found, &mut give_back)
             }
         });
         let failure = match (result, encode_error) {

@@ -9,6 +9,7 @@ mod local;
 mod optimise;
 pub mod peers;
 pub mod polling;
+mod recursive;
 pub mod remote;
 mod stack;
 #[cfg(test)]
@@ -18,9 +19,11 @@ mod unwind;
 
 pub use dfs::{CountOnly, Job, JobStats, Limits, Records, search, search_with};
 pub use engine::{
-    CounterNames, FileFrame, JobRunner, RunnerSettings, Searcher, TreeSearcher, digest_text, input_digest,
+    CounterNames, FileFrame, JobRunner, JobSearch, Loop, Recursion, RunnerSettings, Searcher, TreeSearcher,
+    digest_text, input_digest,
 };
 pub use local::{WorkerLoop, run_worker};
 pub use optimise::{Enumerate, Goal, Maximise, Optimise, SharedIncumbent};
+pub use recursive::{Entry, Recursive, Scope, search_recursive};
 pub use stack::{StackWorker, TreeStack};
 pub use tree::{AdjChildren, Adjacency, AdjacencyOracle, Tree};

@@ -218,9 +218,11 @@ impl<T: Optimise + ?Sized> Goal<T> for Maximise {
         self.0.value() == NO_VALUE || self.0.admits(tree.bound(node, depth))
     }
 
+    #[inline(always)]
     fn visit(&self, tree: &T, node: &T::Node, depth: u32, _: &mut impl Records, found: &mut Vec<Solution>) -> bool {
-        if let Some(value) = tree.value(node, depth) {
-            found.extend(self.0.offer(value, || record(tree, node, depth)));
+        match tree.value(node, depth) {
+            Some(value) if self.0.admits(value) => offer(&self.0, tree, node, value, depth, found),
+            _ => {}
         }
         false
     }
@@ -272,8 +274,22 @@ fn offered<T: Optimise + ?Sized>(
     depth: u32,
     found: &mut Vec<Solution>,
 ) -> T::Node {
-    found.extend(incumbent.offer(value, || record(tree, &node, depth)));
+    offer(incumbent, tree, &node, value, depth, found);
     node
+}
+
+/// Offers `node`, of `value`: out of line, off the search's hot path.
+#[cold]
+#[inline(never)]
+fn offer<T: Optimise + ?Sized>(
+    incumbent: &SharedIncumbent,
+    tree: &T,
+    node: &T::Node,
+    value: i64,
+    depth: u32,
+    found: &mut Vec<Solution>,
+) {
+    found.extend(incumbent.offer(value, || record(tree, node, depth)));
 }
 
 #[cfg(test)]

@@ -29,3 +29,6 @@ pub fn random_tree(parents: &[usize]) -> Explicit {
     }
     Explicit(children)
 }
+
+/// The plain recursion over the child lists.
+impl crate::Recursive for Explicit {}
