@@ -338,7 +338,8 @@ impl<B: Taken> Tree for KnapsackOf<B> {
     }
 }
 
-/// The children of `children`, by recursion: the packing's numbers stay in registers.
+/// The knapsack's jobs by recursion, over the children of [`Tree::children`] in its order: a
+/// packing's numbers stay in registers.
 impl<B: Taken> Recursive for KnapsackOf<B> {
     #[inline]
     fn search_below(&self, p: Packing<B>, depth: u32, scope: &mut impl Scope<Self>) {
