@@ -106,13 +106,10 @@ where
     T::Node: Clone,
 {
     let Job { start, depth, limits } = job;
-    let mut stats = JobStats { max_depth: depth, ..JobStats::default() };
     if !goal.admits(tree, start, depth) {
-        stats.pruned = 1;
-        return stats;
+        return JobStats { max_depth: depth, pruned: 1, ..JobStats::default() };
     }
-    stats.visited = 1;
-    stats.outputs = u64::from(goal.visit(tree, start, depth, out, found));
+    let outputs = u64::from(goal.visit(tree, start, depth, out, found));
     let budget = limits.budget.max(1);
     let mut scope = JobScope {
         tree,
@@ -122,7 +119,7 @@ where
         deepest: depth,
         leaves: 0,
         pruned: 0,
-        outputs: stats.outputs,
+        outputs,
         open: depth + 1,
         skip_rest: goal.prunes_later_siblings(),
         out,
