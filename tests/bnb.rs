@@ -3,7 +3,7 @@
 //! and the command line's `--target`, `--all-best`, `best` summary and bad instance files.
 
 use crate::util::{bts, bts_command, inspect, stderr, summary};
-use bts::trees::{Knapsack, MaxClique, WideKnapsack};
+use bts::trees::{Knapsack, KnapsackOf, MaxClique, Wide, WideKnapsack};
 use bts::{BudgetConfig, OptimumConfig, Run, RunMode, RunOptions, SchedulerConfig};
 use std::process::{Command, Stdio};
 
@@ -193,25 +193,29 @@ fn one_worker_visits_the_nodes_of_a_sequential_depth_first_search() {
     }
 }
 
-/// A node keeps the first 128 items' bits inline and the others apart: optimal packings that take
-/// items on both sides come out whole.
+/// Each form of packing keeps every item's bit: optimal packings of more items than the form
+/// below it holds come out whole.
 #[test]
 fn knapsacks_of_more_than_128_items_report_every_taken_item() {
-    let mut rng = Rng::new(16);
-    for n in [200, 300] {
-        let (_, items) = random_knapsack(&mut rng, n);
-        // Room for most items: more than 128 taken means some beyond the 128th.
-        let capacity = items.iter().map(|i| i.1).sum::<u64>() * 4 / 5;
+    fn check<B: bts::trees::Taken>(rng: &mut Rng, n: usize, beyond: usize) {
+        let (_, items) = random_knapsack(rng, n);
+        // Room for most items: more than `beyond` taken means some past the `beyond`th.
+        let capacity = items.iter().map(|i| i.1).sum::<u64>() * 9 / 10;
         let expected = knapsack_dp(capacity, &items);
         for mode in modes() {
-            let tree = WideKnapsack::new(capacity, &items).unwrap();
+            let tree = KnapsackOf::<B>::new(capacity, &items).unwrap();
             let (value, records) = optimum(tree, options(2, mode, false));
             assert_eq!(value, expected, "{n} items, {mode:?}");
             check_packing(&records[0], capacity, &items, value);
             let taken = records[0].rsplit("items=").next().unwrap().split(',').count();
-            assert!(taken > 128, "{n} items: the optimum takes {taken}, test the bits beyond 128");
+            assert!(taken > beyond, "{n} items: the optimum takes {taken}, test the bits beyond {beyond}");
         }
     }
+    let mut rng = Rng::new(16);
+    check::<[u128; 2]>(&mut rng, 200, 128);
+    check::<[u128; 4]>(&mut rng, 300, 256);
+    check::<Wide>(&mut rng, 200, 128);
+    check::<Wide>(&mut rng, 300, 256);
 }
 
 #[test]
@@ -389,23 +393,28 @@ fn the_summary_has_a_best_object_and_the_record_is_the_output() {
     assert!(stderr(&o).contains("best value 13"), "{}", stderr(&o));
 }
 
-/// Above 128 items the command line builds the wide form of the tree: a node's bits past the
-/// 128th are kept too.
+/// Above 128 items the command line builds packings of more bits (two or four words of 128, then a
+/// box): a node's bits past the 128th are kept too.
 #[test]
 fn a_file_of_more_than_128_items_is_solved_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, items) = random_knapsack(&mut Rng::new(18), 150);
-    let capacity = items.iter().map(|i| i.1).sum::<u64>() * 4 / 5;
-    let text: String =
-        std::iter::once(format!("{capacity}\n")).chain(items.iter().map(|(v, w)| format!("{v} {w}\n"))).collect();
-    let file = write(&dir, "k150.txt", &text);
-    let o = bts(&["run", "--workers", "2", "--summary-json", "-", "knapsack", "--file", &file]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let best = &summary(&o)["best"];
-    assert_eq!(best["value"].as_i64(), Some(knapsack_dp(capacity, &items)));
-    let record = best["record"].as_str().unwrap();
-    check_packing(record, capacity, &items, best["value"].as_i64().unwrap());
-    assert!(record.rsplit("items=").next().unwrap().split(',').any(|i| i.parse::<usize>().unwrap() >= 128));
+    let mut rng = Rng::new(18);
+    // Packings of two and four words of bits, and of bits in a box.
+    for (n, beyond) in [(150, 128), (300, 256), (600, 512)] {
+        let (_, items) = random_knapsack(&mut rng, n);
+        let capacity = items.iter().map(|i| i.1).sum::<u64>() * 9 / 10;
+        let text: String =
+            std::iter::once(format!("{capacity}\n")).chain(items.iter().map(|(v, w)| format!("{v} {w}\n"))).collect();
+        let file = write(&dir, &format!("k{n}.txt"), &text);
+        let o = bts(&["run", "--workers", "2", "--summary-json", "-", "knapsack", "--file", &file]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let best = &summary(&o)["best"];
+        assert_eq!(best["value"].as_i64(), Some(knapsack_dp(capacity, &items)), "{n} items");
+        let record = best["record"].as_str().unwrap();
+        check_packing(record, capacity, &items, best["value"].as_i64().unwrap());
+        let taken = record.rsplit("items=").next().unwrap().split(',').count();
+        assert!(taken > beyond, "{n} items: the optimum takes {taken}, test the bits beyond {beyond}");
+    }
 }
 
 #[test]

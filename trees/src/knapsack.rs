@@ -28,22 +28,27 @@ pub struct KnapsackArgs {
 }
 
 impl KnapsackArgs {
-    /// The instance's search: a [`Knapsack`] of up to 128 items, a [`WideKnapsack`] above.
+    /// The instance's search, its packings' bits inline up to 512 items (a [`Knapsack`] up to 128,
+    /// then two or four words of 128 bits), a [`WideKnapsack`] above.
     pub fn searcher(&self) -> Result<Arc<dyn Searcher>, String> {
         let text = std::fs::read_to_string(&self.file)
             .map_err(|e| format!("knapsack: cannot read {}: {e}", self.file.display()))?;
         let error = |e: String| format!("knapsack: {}: {e}", self.file.display());
         let (capacity, items) = parse(&text).map_err(error)?;
-        let file = text.as_bytes();
-        Ok(if items.len() <= u128::MAX_ITEMS {
-            Arc::new(
-                TreeSearcher::optimising(Knapsack::new(capacity, &items).map_err(error)?).recursive().read_from(file),
-            )
-        } else {
-            let knapsack = WideKnapsack::new(capacity, &items).map_err(error)?;
-            Arc::new(TreeSearcher::optimising(knapsack).recursive().read_from(file))
-        })
+        let searcher = match items.len() {
+            0..=128 => searcher_of::<u128>,
+            129..=256 => searcher_of::<[u128; 2]>,
+            257..=512 => searcher_of::<[u128; 4]>,
+            _ => searcher_of::<Wide>,
+        };
+        searcher(capacity, &items, text.as_bytes()).map_err(error)
     }
+}
+
+/// The search of an instance whose packings keep their bits as `B`, jobs run by its recursion.
+fn searcher_of<B: Taken>(capacity: u64, items: &[(u64, u64)], file: &[u8]) -> Result<Arc<dyn Searcher>, String> {
+    let knapsack = KnapsackOf::<B>::new(capacity, items)?;
+    Ok(Arc::new(TreeSearcher::optimising(knapsack).recursive().read_from(file)))
 }
 
 /// The largest value or weight (so that no sum can overflow).
@@ -99,6 +104,35 @@ impl Taken for u128 {
     #[inline(always)]
     fn with(&self, i: usize) -> Self {
         self | 1 << i
+    }
+
+    #[inline(always)]
+    fn hand_on(&mut self) -> Self {
+        *self
+    }
+}
+
+/// Up to `128 × N` items' bits inline: a child copies the words, and never allocates as a
+/// [`Wide`] packing does once it takes an item beyond the 128th.
+impl<const N: usize> Taken for [u128; N]
+where
+    [u128; N]: Serialize + DeserializeOwned,
+{
+    const MAX_ITEMS: usize = 128 * N;
+
+    fn none() -> Self {
+        [0; N]
+    }
+
+    fn has(&self, i: usize) -> bool {
+        self[i / 128].has(i % 128)
+    }
+
+    #[inline(always)]
+    fn with(&self, i: usize) -> Self {
+        let mut bits = *self;
+        bits[i / 128] |= 1 << (i % 128);
+        bits
     }
 
     #[inline(always)]
@@ -565,5 +599,17 @@ mod tests {
         let items = vec![(1, 1); 129];
         assert!(Knapsack::new(10, &items).unwrap_err().contains("WideKnapsack"));
         assert_eq!(WideKnapsack::new(10, &items).unwrap().len(), 129);
+    }
+
+    #[test]
+    fn inline_packings_keep_the_bits_of_every_item() {
+        let taken = [0, 5, 127, 128, 130, 255, 256, 300, 511];
+        let bits = taken.iter().fold(<[u128; 4]>::none(), |b, &i| b.with(i));
+        for i in 0..512 {
+            assert_eq!(bits.has(i), taken.contains(&i), "item {i}");
+        }
+        let items = vec![(1, 1); 257];
+        assert!(KnapsackOf::<[u128; 2]>::new(10, &items).unwrap_err().contains("at most 256"));
+        assert_eq!(KnapsackOf::<[u128; 4]>::new(10, &items).unwrap().len(), 257);
     }
 }
