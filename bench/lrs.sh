@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Parallel lrs, side by side in one run: plain lrs, mplrs (mpirun -np 3 and -np 4, the better one
-# counts) and `bts run lrs --workers 2`, on cyclic polytopes whose facets take plain lrs 5 to 20 s.
+# counts) and `bts run lrs --workers 2`, on cyclic polytopes whose facets take plain lrs 5 to 60 s.
 # Two ways of running, each like for like:
 #   count   all three count without printing: lrs with `countonly`, mplrs -countonly, bts --count-only
 #   output  all three write the facets to a file: lrs FILE >out, mplrs FILE out, bts --output out
@@ -9,7 +9,7 @@
 # the cost of one job (a budget-1 job's CPU) times the jobs of the run, as a share of its CPU.
 #
 #   bench/lrs.sh [ROUNDS]            (from the repository; builds bts in release mode first)
-#   BENCH_INPUTS="c8-50.ext" bench/lrs.sh 1       (some of the inputs only)
+#   BENCH_INPUTS="c8-50.ext c12-30.ext" bench/lrs.sh 1       (other cyclic polytopes C(N, D))
 #
 # Needs lrs and mplrs (Debian packages lrslib and mplrs) and mpirun (openmpi-bin). Each round
 # runs every contender once per input, in turn, so that load from elsewhere falls on all of them;
@@ -32,11 +32,12 @@ print(f"cyclic-{d}-{n}\nV-representation\nbegin\n{n} {d + 1} rational")
 for t in range(1, n + 1): print(" ".join(str(t**k) for k in range(d + 1)))
 print("end")' "$1" "$2"
 }
-cyclic 12 30 >"$work/c12-30.ext"
-cyclic 8 50 >"$work/c8-50.ext"
-cyclic 10 40 >"$work/c10-40.ext"
-inputs=(${BENCH_INPUTS:-c12-30.ext c8-50.ext c10-40.ext})
+# Inputs cN-D.ext (any D and N): by default three that take plain lrs 10 to 20 s on the machine of
+# the latest runs (C(30, 12), C(50, 8) and C(40, 10) in the runs before 2026-11-25).
+inputs=(${BENCH_INPUTS:-c12-33.ext c8-60.ext c10-44.ext})
 for input in "${inputs[@]}"; do
+    d=${input#c} d=${d%%-*} n=${input#*-} n=${n%.ext}
+    cyclic "$d" "$n" >"$work/$input"
     { cat "$work/$input"; echo countonly; } >"$work/count-$input"
 done
 
