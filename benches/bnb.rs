@@ -6,6 +6,7 @@
 //! ```text
 //! cargo bench --bench bnb                  # every part (a few minutes on 2 cores)
 //! cargo bench --bench bnb -- speed         # or: delay; maxclique or knapsack (speed is both)
+//! cargo bench --bench bnb -- profile seq 100 1   # one small knapsack alone (seq or bts), to profile
 //! ```
 
 use bts::trees::{KnapsackOf, MaxClique, Taken, Wide};
@@ -268,16 +269,17 @@ fn cliques() {
 
 fn knapsacks() {
     println!("bts against sequential branch and bound (the same bounds), one run each, side by side:");
-    // Strongly correlated instances of some 6 s for the sequential program (most seeds are far
-    // easier or far harder); the third has more than 128 items, and packings of two words of
-    // bits (as `bts run knapsack` makes them), then the boxed bits of any number of items.
-    for (n, seed) in [(117, 11), (119, 1), (137, 3)] {
+    // Strongly correlated instances of some 5 s for the sequential program (most seeds are far
+    // easier or far harder); the last two have more than 128 items, and packings of four words of
+    // bits (as `bts run knapsack` makes them), then the boxed bits of any number of items (the
+    // fourth takes some 2 s, and many items past the 128th).
+    for (n, seed) in [(117, 11), (119, 1), (137, 3), (200, 5)] {
         let (capacity, items) = correlated(n, 1000, seed);
         let name = format!("knapsack correlated n={n} #{seed}");
         if n <= 128 {
             compare_knapsacks::<u128>(&name, capacity, &items);
         } else {
-            compare_knapsacks::<[u128; 2]>(&name, capacity, &items);
+            compare_knapsacks::<[u64; 4]>(&name, capacity, &items);
             let tree = KnapsackOf::<Wide>::new(capacity, &items).unwrap();
             let boxed = bts_search(Arc::new(TreeSearcher::optimising(tree).recursive()), 1);
             println!("{:<30} 1 worker, the bits past the 128th in a box (Wide): {:.2} s cpu", "", boxed.cpu);
@@ -387,8 +389,31 @@ fn delay() {
     );
 }
 
+/// `profile seq|bts|wide N SEED`: one strongly correlated knapsack alone, by the sequential program
+/// or by one worker (on the packings `bts run knapsack` picks for N items, or on boxed bits): small
+/// enough for `valgrind --tool=callgrind` at N = 100.
+fn profile(args: &[String]) {
+    let [who, n, seed] = args else { panic!("profile seq|bts|wide N SEED") };
+    let n: usize = n.parse().unwrap();
+    let (capacity, items) = correlated(n, 1000, seed.parse().unwrap());
+    fn one<B: Taken>(capacity: u64, items: &[(u64, u64)]) -> Timing {
+        bts_search(Arc::new(TreeSearcher::optimising(KnapsackOf::<B>::new(capacity, items).unwrap()).recursive()), 1)
+    }
+    let t = match (who.as_str(), n) {
+        ("seq", _) => timed(|| SeqKnapsack::new(capacity, &items).solve()),
+        ("wide", _) => one::<Wide>(capacity, &items),
+        (_, ..=128) => one::<u128>(capacity, &items),
+        (_, ..=256) => one::<[u64; 4]>(capacity, &items),
+        _ => one::<Wide>(capacity, &items),
+    };
+    println!("{who}: optimum {}, {:.3} s cpu", t.value, t.cpu);
+}
+
 fn main() {
     let which: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    if which.first().map(String::as_str) == Some("profile") {
+        return profile(&which[1..]);
+    }
     let wants = |part: &str| which.is_empty() || which.iter().any(|w| w == part);
     if wants("delay") {
         delay();

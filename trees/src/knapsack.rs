@@ -29,7 +29,7 @@ pub struct KnapsackArgs {
 
 impl KnapsackArgs {
     /// The instance's search, its packings' bits inline up to 512 items (a [`Knapsack`] up to 128,
-    /// then two or four words of 128 bits), a [`WideKnapsack`] above.
+    /// then four or eight 64-bit words), a [`WideKnapsack`] above.
     pub fn searcher(&self) -> Result<Arc<dyn Searcher>, String> {
         let text = std::fs::read_to_string(&self.file)
             .map_err(|e| format!("knapsack: cannot read {}: {e}", self.file.display()))?;
@@ -37,8 +37,8 @@ impl KnapsackArgs {
         let (capacity, items) = parse(&text).map_err(error)?;
         let searcher = match items.len() {
             0..=128 => searcher_of::<u128>,
-            129..=256 => searcher_of::<[u128; 2]>,
-            257..=512 => searcher_of::<[u128; 4]>,
+            129..=256 => searcher_of::<[u64; 4]>,
+            257..=512 => searcher_of::<[u64; 8]>,
             _ => searcher_of::<Wide>,
         };
         searcher(capacity, &items, text.as_bytes()).map_err(error)
@@ -112,26 +112,26 @@ impl Taken for u128 {
     }
 }
 
-/// Up to `128 × N` items' bits inline: a child copies the words, and never allocates as a
+/// Up to `64 × N` items' bits inline: a child copies the words, and never allocates as a
 /// [`Wide`] packing does once it takes an item beyond the 128th.
-impl<const N: usize> Taken for [u128; N]
+impl<const N: usize> Taken for [u64; N]
 where
-    [u128; N]: Serialize + DeserializeOwned,
+    [u64; N]: Serialize + DeserializeOwned,
 {
-    const MAX_ITEMS: usize = 128 * N;
+    const MAX_ITEMS: usize = 64 * N;
 
     fn none() -> Self {
         [0; N]
     }
 
     fn has(&self, i: usize) -> bool {
-        self[i / 128].has(i % 128)
+        self[i / 64] >> (i % 64) & 1 == 1
     }
 
     #[inline(always)]
     fn with(&self, i: usize) -> Self {
         let mut bits = *self;
-        bits[i / 128] |= 1 << (i % 128);
+        bits[i / 64] |= 1 << (i % 64);
         bits
     }
 
@@ -604,12 +604,12 @@ mod tests {
     #[test]
     fn inline_packings_keep_the_bits_of_every_item() {
         let taken = [0, 5, 127, 128, 130, 255, 256, 300, 511];
-        let bits = taken.iter().fold(<[u128; 4]>::none(), |b, &i| b.with(i));
+        let bits = taken.iter().fold(<[u64; 8]>::none(), |b, &i| b.with(i));
         for i in 0..512 {
             assert_eq!(bits.has(i), taken.contains(&i), "item {i}");
         }
         let items = vec![(1, 1); 257];
-        assert!(KnapsackOf::<[u128; 2]>::new(10, &items).unwrap_err().contains("at most 256"));
-        assert_eq!(KnapsackOf::<[u128; 4]>::new(10, &items).unwrap().len(), 257);
+        assert!(KnapsackOf::<[u64; 4]>::new(10, &items).unwrap_err().contains("at most 256"));
+        assert_eq!(KnapsackOf::<[u64; 8]>::new(10, &items).unwrap().len(), 257);
     }
 }

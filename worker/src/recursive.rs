@@ -172,15 +172,16 @@ where
         }
         // The last visited node is a leaf unless this is one of its children.
         self.leaves += u64::from(self.open > depth);
-        // Only a node deeper than every one visited can lie beyond the depth limit.
-        if self.left == 0 || (depth > self.deepest && depth > self.max_depth) {
+        if self.left == 0 || depth > self.max_depth {
             self.open = 0;
             hand_back(self.returned, child, depth);
             return Entry::Skipped;
         }
         self.left -= 1;
         self.open = depth + 1;
-        self.deepest = self.deepest.max(depth);
+        if depth > self.deepest {
+            self.deepest = depth;
+        }
         self.outputs += u64::from(self.goal.visit(self.tree, child, depth, self.out, self.found));
         Entry::Visited
     }
