@@ -9,7 +9,7 @@
 //! cargo bench --bench bnb -- profile seq 100 1   # one small knapsack alone (seq or bts), to profile
 //! ```
 
-use bts::trees::{KnapsackOf, MaxClique, Taken, Wide};
+use bts::trees::{KnapsackOf, MaxClique, Taken, Wide, knapsack_searcher};
 use bts::{Run, RunOptions, Searcher, TreeSearcher, TreeSpec};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -394,17 +394,14 @@ fn delay() {
 /// enough for `valgrind --tool=callgrind` at N = 100.
 fn profile(args: &[String]) {
     let [who, n, seed] = args else { panic!("profile seq|bts|wide N SEED") };
-    let n: usize = n.parse().unwrap();
-    let (capacity, items) = correlated(n, 1000, seed.parse().unwrap());
-    fn one<B: Taken>(capacity: u64, items: &[(u64, u64)]) -> Timing {
-        bts_search(Arc::new(TreeSearcher::optimising(KnapsackOf::<B>::new(capacity, items).unwrap()).recursive()), 1)
-    }
-    let t = match (who.as_str(), n) {
-        ("seq", _) => timed(|| SeqKnapsack::new(capacity, &items).solve()),
-        ("wide", _) => one::<Wide>(capacity, &items),
-        (_, ..=128) => one::<u128>(capacity, &items),
-        (_, ..=256) => one::<[u64; 4]>(capacity, &items),
-        _ => one::<Wide>(capacity, &items),
+    let (capacity, items) = correlated(n.parse().unwrap(), 1000, seed.parse().unwrap());
+    let t = match who.as_str() {
+        "seq" => timed(|| SeqKnapsack::new(capacity, &items).solve()),
+        "wide" => {
+            let tree = KnapsackOf::<Wide>::new(capacity, &items).unwrap();
+            bts_search(Arc::new(TreeSearcher::optimising(tree).recursive()), 1)
+        }
+        _ => bts_search(knapsack_searcher(capacity, &items, b"").unwrap(), 1),
     };
     println!("{who}: optimum {}, {:.3} s cpu", t.value, t.cpu);
 }

@@ -28,21 +28,27 @@ pub struct KnapsackArgs {
 }
 
 impl KnapsackArgs {
-    /// The instance's search, its packings' bits inline up to 512 items (a [`Knapsack`] up to 128,
-    /// then four or eight 64-bit words), a [`WideKnapsack`] above.
+    /// The search of the file's instance (see [`knapsack_searcher`]).
     pub fn searcher(&self) -> Result<Arc<dyn Searcher>, String> {
         let text = std::fs::read_to_string(&self.file)
             .map_err(|e| format!("knapsack: cannot read {}: {e}", self.file.display()))?;
         let error = |e: String| format!("knapsack: {}: {e}", self.file.display());
         let (capacity, items) = parse(&text).map_err(error)?;
-        let searcher = match items.len() {
-            0..=128 => searcher_of::<u128>,
-            129..=256 => searcher_of::<[u64; 4]>,
-            257..=512 => searcher_of::<[u64; 8]>,
-            _ => searcher_of::<Wide>,
-        };
-        searcher(capacity, &items, text.as_bytes()).map_err(error)
+        knapsack_searcher(capacity, &items, text.as_bytes()).map_err(error)
     }
+}
+
+/// The search of an instance, jobs run by its recursion, its packings' bits inline up to 512 items
+/// (a [`Knapsack`] up to 128, then four or eight 64-bit words), a [`WideKnapsack`] above. `file`
+/// is the instance's text, which remote workers must have the same.
+pub fn knapsack_searcher(capacity: u64, items: &[(u64, u64)], file: &[u8]) -> Result<Arc<dyn Searcher>, String> {
+    let searcher = match items.len() {
+        0..=128 => searcher_of::<u128>,
+        129..=256 => searcher_of::<[u64; 4]>,
+        257..=512 => searcher_of::<[u64; 8]>,
+        _ => searcher_of::<Wide>,
+    };
+    searcher(capacity, items, file)
 }
 
 /// The search of an instance whose packings keep their bits as `B`, jobs run by its recursion.

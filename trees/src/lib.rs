@@ -11,7 +11,9 @@ mod queens;
 mod uts;
 
 pub use gw::{Gw, GwArgs, GwNode};
-pub use knapsack::{Knapsack, KnapsackArgs, KnapsackOf, Packing, PackingChildren, Taken, Wide, WideKnapsack};
+pub use knapsack::{
+    Knapsack, KnapsackArgs, KnapsackOf, Packing, PackingChildren, Taken, Wide, WideKnapsack, knapsack_searcher,
+};
 pub use maxclique::{Clique, CliqueChildren, MaxClique, MaxCliqueArgs};
 pub use queens::{Board, Queens, QueensArgs};
 pub use uts::{Preset, Shape, Uts, UtsArgs, UtsChildren, UtsNode, UtsParams, UtsType};

@@ -179,9 +179,7 @@ where
         }
         self.left -= 1;
         self.open = depth + 1;
-        if depth > self.deepest {
-            self.deepest = depth;
-        }
+        self.deepest = self.deepest.max(depth);
         self.outputs += u64::from(self.goal.visit(self.tree, child, depth, self.out, self.found));
         Entry::Visited
     }
