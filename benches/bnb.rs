@@ -6,6 +6,7 @@
 //! ```text
 //! cargo bench --bench bnb                  # every part (a few minutes on 2 cores)
 //! cargo bench --bench bnb -- speed         # or: delay; maxclique or knapsack (speed is both)
+//! cargo bench --bench bnb -- knapsack 5    # five rounds in turn: each one's best, and the spread
 //! cargo bench --bench bnb -- profile seq 100 1   # one small knapsack alone (seq or bts), to profile
 //! ```
 
@@ -234,41 +235,61 @@ fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").map_or_else(|_| "?".into(), |l| l.split(' ').next().unwrap_or("?").into())
 }
 
-/// Runs the three side by side. The sequential program against one worker by CPU time (which the
-/// machine's other load does not inflate), two workers against one by wall time.
-fn compare(name: &str, seq: impl FnOnce() -> i64, one: impl FnOnce() -> Timing, two: impl FnOnce() -> Timing) {
+/// Runs the three side by side, `rounds` times in turn (so that load from elsewhere falls on all
+/// three), and reports the best time of each. The sequential program against one worker by CPU
+/// time (which the machine's other load does not inflate), two workers against one by wall time;
+/// with more than one round, the range of the rounds' own ratios too.
+fn compare(name: &str, rounds: usize, seq: impl Fn() -> i64, one: impl Fn() -> Timing, two: impl Fn() -> Timing) {
     let before = load();
-    let s = timed(seq);
-    let (a, b) = (one(), two());
-    assert!(s.value == a.value && a.value == b.value, "{name}: optima differ: {} {} {}", s.value, a.value, b.value);
+    let (mut s, mut a, mut b) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        s.push(timed(&seq));
+        a.push(one());
+        b.push(two());
+    }
+    let value = s[0].value;
+    let values: Vec<i64> = s.iter().chain(&a).chain(&b).map(|t| t.value).collect();
+    assert!(values.iter().all(|&v| v == value), "{name}: optima differ: {values:?}");
+    let best = |runs: &[Timing], wall: bool| {
+        runs.iter().map(|t| if wall { t.wall } else { t.cpu }).fold(f64::INFINITY, f64::min)
+    };
+    let (cpu, wall) = (false, true);
+    let spread = |ratio: &dyn Fn(usize) -> f64| {
+        let ratios: Vec<f64> = (0..rounds).map(ratio).collect();
+        let (low, high) = ratios.iter().fold((f64::INFINITY, 0f64), |(l, h), &r| (l.min(r), h.max(r)));
+        if rounds > 1 { format!(" (rounds {low:.2}-{high:.2})") } else { String::new() }
+    };
     println!(
-        "{name:<30} optimum {:>6} | sequential {:>6.2} s cpu {:>6.2} s | 1 worker {:>6.2} s cpu {:>6.2} s | \
-         2 workers {:>6.2} s cpu {:>6.2} s | seq/1w cpu {:.2}, 2w/1w speed-up {:.2} (load {before} -> {})",
-        s.value,
-        s.wall,
-        s.cpu,
-        a.wall,
-        a.cpu,
-        b.wall,
-        b.cpu,
-        s.cpu / a.cpu,
-        a.wall / b.wall,
-        load()
+        "{name:<30} optimum {value:>6} | sequential {:>6.2} s cpu {:>6.2} s | 1 worker {:>6.2} s cpu {:>6.2} s | \
+         2 workers {:>6.2} s cpu {:>6.2} s | seq/1w cpu {:.2}{}, 2w/1w speed-up {:.2}{} (load {before} -> {}{})",
+        best(&s, wall),
+        best(&s, cpu),
+        best(&a, wall),
+        best(&a, cpu),
+        best(&b, wall),
+        best(&b, cpu),
+        best(&s, cpu) / best(&a, cpu),
+        spread(&|i| s[i].cpu / a[i].cpu),
+        best(&a, wall) / best(&b, wall),
+        spread(&|i| a[i].wall / b[i].wall),
+        load(),
+        if rounds > 1 { format!(", best of {rounds} rounds") } else { String::new() }
     );
 }
 
-fn cliques() {
-    println!("bts against sequential branch and bound (the same bounds), one run each, side by side:");
+fn cliques(rounds: usize) {
+    println!("bts against sequential branch and bound (the same bounds), side by side:");
     for (n, p, seed) in [(300, 0.7, 6), (200, 0.87, 4)] {
         let edges = gnp(n, p, seed);
         let name = format!("maxclique G({n}, {p}) #{seed}");
         let tree = || MaxClique::new(n, &edges).unwrap();
-        compare(&name, || SeqClique::new(n, &edges).solve(n) as i64, || bts_run(tree(), 1), || bts_run(tree(), 2));
+        let seq = || SeqClique::new(n, &edges).solve(n) as i64;
+        compare(&name, rounds, seq, || bts_run(tree(), 1), || bts_run(tree(), 2));
     }
 }
 
-fn knapsacks() {
-    println!("bts against sequential branch and bound (the same bounds), one run each, side by side:");
+fn knapsacks(rounds: usize) {
+    println!("bts against sequential branch and bound (the same bounds), side by side:");
     // Strongly correlated instances of some 5 s for the sequential program (most seeds are far
     // easier or far harder); the last two have more than 128 items, and packings of four words of
     // bits (as `bts run knapsack` makes them), then the boxed bits of any number of items (the
@@ -277,9 +298,9 @@ fn knapsacks() {
         let (capacity, items) = correlated(n, 1000, seed);
         let name = format!("knapsack correlated n={n} #{seed}");
         if n <= 128 {
-            compare_knapsacks::<u128>(&name, capacity, &items);
+            compare_knapsacks::<u128>(&name, rounds, capacity, &items);
         } else {
-            compare_knapsacks::<[u64; 4]>(&name, capacity, &items);
+            compare_knapsacks::<[u64; 4]>(&name, rounds, capacity, &items);
             let tree = KnapsackOf::<Wide>::new(capacity, &items).unwrap();
             let boxed = bts_search(Arc::new(TreeSearcher::optimising(tree).recursive()), 1);
             println!("{:<30} 1 worker, the bits past the 128th in a box (Wide): {:.2} s cpu", "", boxed.cpu);
@@ -290,10 +311,10 @@ fn knapsacks() {
 /// The sequential program and bts on a knapsack, its packings' bits as `B`: jobs run by the
 /// knapsack's own recursion, as `bts run knapsack` runs them; then by the search over its children
 /// iterators, one worker, for comparison.
-fn compare_knapsacks<B: Taken>(name: &str, capacity: u64, items: &[(u64, u64)]) {
+fn compare_knapsacks<B: Taken>(name: &str, rounds: usize, capacity: u64, items: &[(u64, u64)]) {
     let tree = || KnapsackOf::<B>::new(capacity, items).unwrap();
     let recursive = |workers| bts_search(Arc::new(TreeSearcher::optimising(tree()).recursive()), workers);
-    compare(name, || SeqKnapsack::new(capacity, items).solve(), || recursive(1), || recursive(2));
+    compare(name, rounds, || SeqKnapsack::new(capacity, items).solve(), || recursive(1), || recursive(2));
     let looped = bts_run(tree(), 1);
     println!("{:<30} 1 worker, the search over children iterators: {:.2} s cpu", "", looped.cpu);
 }
@@ -411,14 +432,17 @@ fn main() {
     if which.first().map(String::as_str) == Some("profile") {
         return profile(&which[1..]);
     }
-    let wants = |part: &str| which.is_empty() || which.iter().any(|w| w == part);
+    // A number among the parts is how many rounds the speed comparisons run.
+    let (numbers, parts): (Vec<&String>, Vec<&String>) = which.iter().partition(|w| w.parse::<usize>().is_ok());
+    let rounds = numbers.first().map_or(1, |n| n.parse::<usize>().unwrap().max(1));
+    let wants = |part: &str| parts.is_empty() || parts.iter().any(|w| *w == part);
     if wants("delay") {
         delay();
     }
     if wants("speed") || wants("maxclique") {
-        cliques();
+        cliques(rounds);
     }
     if wants("speed") || wants("knapsack") {
-        knapsacks();
+        knapsacks(rounds);
     }
 }
