@@ -250,13 +250,10 @@ fn compare(name: &str, rounds: usize, seq: impl Fn() -> i64, one: impl Fn() -> T
     let value = s[0].value;
     let values: Vec<i64> = s.iter().chain(&a).chain(&b).map(|t| t.value).collect();
     assert!(values.iter().all(|&v| v == value), "{name}: optima differ: {values:?}");
-    let best = |runs: &[Timing], wall: bool| {
-        runs.iter().map(|t| if wall { t.wall } else { t.cpu }).fold(f64::INFINITY, f64::min)
-    };
-    let (cpu, wall) = (false, true);
+    let best = |runs: &[Timing], time: fn(&Timing) -> f64| runs.iter().map(time).fold(f64::INFINITY, f64::min);
+    let (cpu, wall) = (|t: &Timing| t.cpu, |t: &Timing| t.wall);
     let spread = |ratio: &dyn Fn(usize) -> f64| {
-        let ratios: Vec<f64> = (0..rounds).map(ratio).collect();
-        let (low, high) = ratios.iter().fold((f64::INFINITY, 0f64), |(l, h), &r| (l.min(r), h.max(r)));
+        let (low, high) = (0..rounds).map(ratio).fold((f64::INFINITY, 0f64), |(l, h), r| (l.min(r), h.max(r)));
         if rounds > 1 { format!(" (rounds {low:.2}-{high:.2})") } else { String::new() }
     };
     println!(
@@ -301,8 +298,7 @@ fn knapsacks(rounds: usize) {
             compare_knapsacks::<u128>(&name, rounds, capacity, &items);
         } else {
             compare_knapsacks::<[u64; 4]>(&name, rounds, capacity, &items);
-            let tree = KnapsackOf::<Wide>::new(capacity, &items).unwrap();
-            let boxed = bts_search(Arc::new(TreeSearcher::optimising(tree).recursive()), 1);
+            let boxed = by_recursion::<Wide>(capacity, &items, 1);
             println!("{:<30} 1 worker, the bits past the 128th in a box (Wide): {:.2} s cpu", "", boxed.cpu);
         }
     }
@@ -312,11 +308,16 @@ fn knapsacks(rounds: usize) {
 /// knapsack's own recursion, as `bts run knapsack` runs them; then by the search over its children
 /// iterators, one worker, for comparison.
 fn compare_knapsacks<B: Taken>(name: &str, rounds: usize, capacity: u64, items: &[(u64, u64)]) {
-    let tree = || KnapsackOf::<B>::new(capacity, items).unwrap();
-    let recursive = |workers| bts_search(Arc::new(TreeSearcher::optimising(tree()).recursive()), workers);
-    compare(name, rounds, || SeqKnapsack::new(capacity, items).solve(), || recursive(1), || recursive(2));
-    let looped = bts_run(tree(), 1);
+    let (one, two) = (|| by_recursion::<B>(capacity, items, 1), || by_recursion::<B>(capacity, items, 2));
+    compare(name, rounds, || SeqKnapsack::new(capacity, items).solve(), one, two);
+    let looped = bts_run(KnapsackOf::<B>::new(capacity, items).unwrap(), 1);
     println!("{:<30} 1 worker, the search over children iterators: {:.2} s cpu", "", looped.cpu);
+}
+
+/// bts on a knapsack whose packings keep their bits as `B`, jobs run by its recursion.
+fn by_recursion<B: Taken>(capacity: u64, items: &[(u64, u64)], workers: usize) -> Timing {
+    let tree = KnapsackOf::<B>::new(capacity, items).unwrap();
+    bts_search(Arc::new(TreeSearcher::optimising(tree).recursive()), workers)
 }
 
 // ----- delay -----
@@ -418,10 +419,7 @@ fn profile(args: &[String]) {
     let (capacity, items) = correlated(n.parse().unwrap(), 1000, seed.parse().unwrap());
     let t = match who.as_str() {
         "seq" => timed(|| SeqKnapsack::new(capacity, &items).solve()),
-        "wide" => {
-            let tree = KnapsackOf::<Wide>::new(capacity, &items).unwrap();
-            bts_search(Arc::new(TreeSearcher::optimising(tree).recursive()), 1)
-        }
+        "wide" => by_recursion::<Wide>(capacity, &items, 1),
         _ => bts_search(knapsack_searcher(capacity, &items, b"").unwrap(), 1),
     };
     println!("{who}: optimum {}, {:.3} s cpu", t.value, t.cpu);
