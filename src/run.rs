@@ -215,7 +215,7 @@ impl Run {
 
     /// Carries on the run saved in `checkpoint`, whose tree `searcher` must be. The output writer
     /// given to [`run`](Self::run) must continue the checkpoint's output: the caller cuts the output
-    /// file back to `checkpoint.output_len` first.
+    /// file back to `checkpoint.resumed_output_len()` first.
     pub fn resume(checkpoint: Checkpoint, searcher: Arc<dyn Searcher>) -> Self {
         let mut run = Self::with_searcher(checkpoint.tree.clone(), searcher);
         run.resume = Some(checkpoint);
@@ -384,6 +384,13 @@ impl Run {
             (0, false) => Some(StartPlan::Nodes(nodes)),
             _ => None,
         };
+        let mut coordinator = Coordinator::new(local, totals, options.scheduler.node_limit, initial_jobs.clone())
+            .optimising(options.scheduler.optimum);
+        // What the coordinator says first is in the inboxes before the workers start: a resumed
+        // run whose saved incumbent reaches a new target pauses them after their first nodes.
+        while let Some((worker, message)) = coordinator.poll_send() {
+            let _ = senders[worker as usize].send(message);
+        }
         let seed = started.elapsed().as_nanos() as u64 ^ std::process::id() as u64;
         let mut threads = Vec::new();
         for ((me, stack), inbox) in stacks.into_iter().enumerate().zip(inboxes) {
@@ -394,8 +401,6 @@ impl Run {
             })?);
         }
 
-        let mut coordinator = Coordinator::new(local, totals, options.scheduler.node_limit, initial_jobs.clone())
-            .optimising(options.scheduler.optimum);
         let (mut server, mut peer_server) = (None, None);
         if let Some(listen) = &options.listen {
             coordinator = coordinator.distributed(plan);
@@ -596,6 +601,7 @@ impl Checkpointer<'_> {
                 best: scheduler.totals().best.clone(),
                 pruned: scheduler.totals().pruned,
                 keep_ties: o.scheduler.optimum.keep_ties,
+                best_len: scheduler.totals().best_len,
             },
             input_digest: self.input_digest,
         };

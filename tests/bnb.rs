@@ -436,7 +436,7 @@ fn target_stops_the_run_with_exit_0_as_soon_as_it_is_reached() {
     assert!(s["best"]["value"].as_i64().unwrap() >= 1);
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("value="));
     // Random polling: the first progress report carries a solution, long before the run is over.
-    let (hard, _) = hard_knapsack(&dir, 23, 90);
+    let (hard, _) = hard_knapsack(&dir, 24, 110);
     let o = bts(&[
         "run",
         "--mode",
@@ -552,6 +552,89 @@ fn a_stopped_run_keeps_its_incumbent_in_the_checkpoint_and_resumes_to_the_optimu
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let s = summary(&o);
         assert_eq!((s["best"]["value"].as_i64(), s["outputs"].as_u64()), (Some(expected), Some(1)), "{mode}");
+    }
+}
+
+/// The best records end the output of a run that reached its target or completed: a resumed run
+/// takes them back and writes its own when it ends, so the output holds them once.
+#[test]
+fn a_resumed_run_writes_its_best_records_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Some 0.15 s of search: a target of 1 stops it long before the end.
+    let (file, expected) = hard_knapsack(&dir, 24, 110);
+    let ck = dir.path().join("run.ckpt");
+    let out = dir.path().join("best.txt");
+    let (ck_s, out_s) = (ck.to_str().unwrap(), out.to_str().unwrap());
+    let lines = || std::fs::read_to_string(&out).unwrap().lines().map(str::to_string).collect::<Vec<_>>();
+    let resume = |extra: &[&str]| {
+        let o = bts(&[&["resume", ck_s, "--summary-json", "-"][..], extra].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        summary(&o)
+    };
+    for mode in ["budget", "polling"] {
+        let _ = std::fs::remove_file(&ck);
+        let run = ["run", "--mode", mode, "--workers", "2", "--checkpoint", ck_s, "--output", out_s];
+        let o = bts(&[&run[..], &["--target", "1", "--summary-json", "-", "knapsack", "--file", &file]].concat());
+        assert_eq!(summary(&o)["outcome"], "target", "{mode}: {}", stderr(&o));
+        let first = summary(&o)["best"]["record"].as_str().unwrap().to_string();
+        assert_eq!(lines(), std::slice::from_ref(&first), "{mode}");
+        // A target the saved incumbent reaches already: the run stops at once, the record stays one.
+        let s = resume(&["--target", "1"]);
+        assert_eq!((s["outcome"].as_str(), s["outputs"].as_u64()), (Some("target"), Some(1)), "{mode}: {s}");
+        assert_eq!(lines(), [first], "{mode}");
+        // On to the optimum: its record replaces the one of the target.
+        let s = resume(&[]);
+        assert_eq!((s["outcome"].as_str(), s["outputs"].as_u64()), (Some("complete"), Some(1)), "{mode}: {s}");
+        assert_eq!(s["best"]["value"].as_i64(), Some(expected), "{mode}");
+        let best = lines();
+        assert_eq!(best, [s["best"]["record"].as_str().unwrap()], "{mode}");
+        // A complete run resumed again leaves its output as it is.
+        for _ in 0..2 {
+            let s = resume(&[]);
+            assert_eq!((s["outcome"].as_str(), s["outputs"].as_u64()), (Some("complete"), Some(1)), "{mode}: {s}");
+            assert_eq!(lines(), best, "{mode}");
+        }
+        assert_eq!(inspect(&ck)["output"]["best_bytes"].as_u64(), Some(best[0].len() as u64 + 1));
+        // A resumed run killed after it cut the best records, before it wrote them again: the next
+        // resume writes them (the checkpoint holds them), and refuses an output it did not write.
+        for cut in [&best[0][..0], &best[0][..9]] {
+            std::fs::write(&out, cut).unwrap();
+            resume(&[]);
+            assert_eq!(lines(), best, "{mode}");
+        }
+        std::fs::write(&out, "value=1 weight=1 items=0\n").unwrap();
+        let o = bts(&["resume", ck_s]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains("is not this run's output"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn every_best_record_is_written_once_across_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    // Capacity 10 with weights 5, 5, 5, 5, 3, 2 (value = weight): the packings of weight 10.
+    let weights = [5u64, 5, 5, 5, 3, 2];
+    let file = write(&dir, "ties.txt", "10\n5 5\n5 5\n5 5\n5 5\n3 3\n2 2\n");
+    let optimal = (0u32..1 << weights.len())
+        .filter(|set| (0..weights.len()).filter(|i| set & (1 << i) != 0).map(|i| weights[i]).sum::<u64>() == 10)
+        .count();
+    let ck = dir.path().join("run.ckpt");
+    let out = dir.path().join("best.txt");
+    let (ck_s, out_s) = (ck.to_str().unwrap(), out.to_str().unwrap());
+    let run = ["run", "--all-best", "--budget", "1", "--fixed-budget", "--checkpoint", ck_s, "--output", out_s];
+    let o = bts(&[&run[..], &["--target", "1", "--summary-json", "-", "knapsack", "--file", &file]].concat());
+    assert_eq!(summary(&o)["outcome"], "target", "{}", stderr(&o));
+    for _ in 0..2 {
+        let o = bts(&["resume", ck_s, "--summary-json", "-"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(summary(&o)["outputs"].as_u64(), Some(optimal as u64));
+        let text = std::fs::read_to_string(&out).unwrap();
+        let mut records: Vec<_> = text.lines().collect();
+        assert!(records.iter().all(|r| r.starts_with("value=10 weight=10 ")), "{text}");
+        records.sort();
+        records.dedup();
+        assert_eq!(records.len(), optimal, "{text}");
+        assert_eq!(text.lines().count(), optimal, "{text}");
     }
 }
 

@@ -220,7 +220,7 @@ fn resume_keeps_the_stored_options_and_takes_new_ones() {
     assert_eq!(info["options"]["budget"]["initial"], 7);
     assert_eq!(info["options"]["budget"]["fixed"], true);
     assert_eq!(info["options"]["count_only"], true);
-    assert_eq!(info["format_version"], 4);
+    assert_eq!(info["format_version"], 5);
     assert!(info["jobs"].as_u64().unwrap() > 0);
     assert!(info["written"].as_str().unwrap().ends_with('Z'));
     // Output options are fixed by the checkpoint.
@@ -446,6 +446,7 @@ fn a_version_1_checkpoint_resumes_with_its_output_checked_by_length() {
     v1.extend_from_slice(&payload);
     std::fs::write(&ck, &v1).unwrap();
     assert_eq!(bts_checkpoints::load(&ck).unwrap().seal, None);
+    assert_eq!(inspect(&ck)["format_version"], 1);
     let o = bts(&["resume", ck.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("checked by its length only"), "{}", stderr(&o));

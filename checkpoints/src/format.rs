@@ -4,8 +4,9 @@ use crate::{Checkpoint, OutputSeal, usable_seconds};
 
 pub const MAGIC: [u8; 8] = *b"bts-ckpt";
 /// Version 2 added the [`OutputSeal`] and the tree's counters, version 3 the branch and bound's
-/// [`StoredOptimum`](crate::StoredOptimum), version 4 the input digest; older files are still read.
-pub const CURRENT_VERSION: u32 = 4;
+/// [`StoredOptimum`](crate::StoredOptimum), version 4 the input digest, version 5 the length of
+/// the best records at the end of the output; older files are still read.
+pub const CURRENT_VERSION: u32 = 5;
 const HEADER: usize = 8 + 4 + 8 + 4;
 
 /// Why a file is not a checkpoint this bts can use.
@@ -34,6 +35,7 @@ pub fn encode(checkpoint: &Checkpoint) -> Vec<u8> {
     payload.extend(postcard::to_allocvec(&checkpoint.counters).expect("counters serialise"));
     payload.extend(postcard::to_allocvec(&checkpoint.optimum).expect("optima serialise"));
     payload.extend(postcard::to_allocvec(&checkpoint.input_digest).expect("digests serialise"));
+    payload.extend(postcard::to_allocvec(&checkpoint.optimum.best_len).expect("lengths serialise"));
     let mut out = Vec::with_capacity(HEADER + payload.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&CURRENT_VERSION.to_le_bytes());
@@ -92,11 +94,34 @@ pub fn decode(bytes: &[u8]) -> Result<Checkpoint, LoadError> {
     if version >= 4 {
         (checkpoint.input_digest, rest) = postcard::take_from_bytes(rest).map_err(cannot_decode)?;
     }
+    if version >= 5 {
+        (checkpoint.optimum.best_len, rest) = postcard::take_from_bytes(rest).map_err(cannot_decode)?;
+    } else {
+        checkpoint.optimum.best_len = best_written_before_version_5(&checkpoint);
+    }
     if !rest.is_empty() {
         return Err(LoadError::Corrupt("trailing bytes in the contents".into()));
     }
     check_times(&checkpoint)?;
+    let best_len = checkpoint.optimum.best_len;
+    if best_len > checkpoint.output_len || (best_len > 0 && best_len != checkpoint.written_best().len() as u64) {
+        return Err(LoadError::Corrupt(format!(
+            "{best_len} bytes of best records in an output of {} bytes",
+            checkpoint.output_len
+        )));
+    }
     Ok(checkpoint)
+}
+
+/// The best records an older file's output ends with: a branch and bound wrote them when it
+/// completed (a stop at its target cannot be told apart, and is taken as not written).
+fn best_written_before_version_5(checkpoint: &Checkpoint) -> u64 {
+    let Some(best) = checkpoint.optimum.best.as_ref().filter(|_| checkpoint.is_complete()) else {
+        return 0;
+    };
+    let len: u64 = best.records.iter().map(|r| r.len() as u64 + 1).sum();
+    let fits = checkpoint.totals.outputs >= best.records.len() as u64 && checkpoint.output_len >= len;
+    if fits { len } else { 0 }
 }
 
 /// The times a checkpoint holds must be ones a clock can take.

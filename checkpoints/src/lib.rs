@@ -4,14 +4,14 @@
 //! the budget controller's state, every job not yet committed (those in the job list and the start
 //! nodes of those that were out with workers) and the committed length of the output file.
 //!
-//! # File format (version 4)
+//! # File format (version 5)
 //! | bytes | content |
 //! | --- | --- |
 //! | 8 | magic `bts-ckpt` |
 //! | 4 | format version, little endian |
 //! | 8 | payload length, little endian |
 //! | 4 | CRC-32 of the version, the length and the payload, little endian |
-//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] and the tree's counters, then (version 3) its [`StoredOptimum`], then (version 4) the input digest, in postcard |
+//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] and the tree's counters, then (version 3) its [`StoredOptimum`], then (version 4) the input digest, then (version 5) the length of the best records at the end of the output (`StoredOptimum::best_len`), in postcard |
 //!
 //! Version 1 files, which have no output seal and no counters, are still read: their output file
 //! is checked by its length only.
@@ -110,17 +110,47 @@ pub struct StoredOptimum {
     pub pruned: u64,
     /// The run keeps every optimal solution (`--all-best`).
     pub keep_ties: bool,
+    /// Bytes at the end of the committed output that are `best`'s records, written when the run
+    /// completed or reached its target (`Totals::best_len`; version 5, stored after the input
+    /// digest): a resumed run cuts them off and writes its best records when it ends.
+    #[serde(skip)]
+    pub best_len: u64,
 }
 
 impl Checkpoint {
-    /// The committed totals, the tree's own counters included.
+    /// The committed totals a resumed run starts from, the tree's own counters included. A branch
+    /// and bound's best records, which the run wrote when it ended, are taken back: the resumed
+    /// run writes its own when it ends (the output file is cut back to [`resumed_output_len`]).
+    ///
+    /// [`resumed_output_len`]: Checkpoint::resumed_output_len
     pub fn committed_totals(&self) -> Totals {
+        let written =
+            if self.optimum.best_len > 0 { self.optimum.best.as_ref().map_or(0, |b| b.records.len()) } else { 0 };
         Totals {
             counters: self.counters.clone(),
             best: self.optimum.best.clone(),
             pruned: self.optimum.pruned,
+            outputs: self.totals.outputs.saturating_sub(written as u64),
+            output_bytes: self.totals.output_bytes.saturating_sub(self.optimum.best_len),
+            best_len: 0,
             ..self.totals.clone()
         }
+    }
+
+    /// The bytes of the output file a resumed run carries on from: the committed output but the
+    /// best records written at the end of the run.
+    pub fn resumed_output_len(&self) -> u64 {
+        self.output_len.saturating_sub(self.optimum.best_len)
+    }
+
+    /// The best records the committed output ends with, as the run wrote them (`best_len` bytes;
+    /// none before the run ended).
+    pub fn written_best(&self) -> Vec<u8> {
+        if self.optimum.best_len == 0 {
+            return Vec::new();
+        }
+        let records = self.optimum.best.iter().flat_map(|b| &b.records);
+        records.flat_map(|r| r.iter().copied().chain([b'\n'])).collect()
     }
 
     /// True when the run was complete: no job is left.

@@ -49,6 +49,8 @@ fn sample(jobs: usize) -> Checkpoint {
             best: Some(Best { value: -3, records: vec![b"a".to_vec(), b"b c".to_vec()] }),
             pruned: 77,
             keep_ties: true,
+            // The output ends with the two records, "a\n" and "b c\n".
+            best_len: 6,
         },
         input_digest: Some(0x1234_5678),
     }
@@ -111,7 +113,7 @@ fn bad_files_are_named_for_what_is_wrong() {
 }
 
 /// The bytes of a checkpoint file of format version 1 (no output seal, no counters), 2 (no
-/// branch and bound) or 3 (no input digest).
+/// branch and bound), 3 (no input digest) or 4 (no length of the best records).
 fn encode_old(checkpoint: &Checkpoint, version: u32) -> Vec<u8> {
     let mut payload = postcard::to_allocvec(checkpoint).unwrap();
     if version >= 2 {
@@ -120,6 +122,9 @@ fn encode_old(checkpoint: &Checkpoint, version: u32) -> Vec<u8> {
     }
     if version >= 3 {
         payload.extend(postcard::to_allocvec(&checkpoint.optimum).unwrap());
+    }
+    if version >= 4 {
+        payload.extend(postcard::to_allocvec(&checkpoint.input_digest).unwrap());
     }
     let mut out = b"bts-ckpt".to_vec();
     out.extend_from_slice(&version.to_le_bytes());
@@ -142,7 +147,7 @@ fn version_1_files_still_load_without_a_seal() {
     // The current version stores the seal, absent or not.
     assert_eq!(decode(&encode(&checkpoint)).unwrap(), checkpoint);
     assert_eq!(decode(&encode(&sample(7))).unwrap(), sample(7));
-    assert_eq!(&encode(&sample(7))[8..12], &4u32.to_le_bytes());
+    assert_eq!(&encode(&sample(7))[8..12], &5u32.to_le_bytes());
 }
 
 #[test]
@@ -157,10 +162,56 @@ fn version_2_files_still_load_without_an_incumbent() {
 fn version_3_files_still_load_without_an_input_digest() {
     let mut checkpoint = sample(7);
     let v3 = encode_old(&checkpoint, 3);
-    checkpoint.input_digest = None;
+    (checkpoint.input_digest, checkpoint.optimum.best_len) = (None, 0);
     assert_eq!(decode(&v3).unwrap(), checkpoint);
     // And the current version keeps the digest.
     assert_eq!(decode(&encode(&sample(7))).unwrap().input_digest, Some(0x1234_5678));
+}
+
+#[test]
+fn version_4_files_take_a_complete_runs_output_to_end_with_its_best_records() {
+    // An unfinished run has written no best records yet.
+    let mut unfinished = sample(7);
+    let v4 = encode_old(&unfinished, 4);
+    unfinished.optimum.best_len = 0;
+    assert_eq!(decode(&v4).unwrap(), unfinished);
+    // A complete one wrote them last: "a\n" and "b c\n".
+    let complete = sample(0);
+    assert_eq!(decode(&encode_old(&complete, 4)).unwrap(), complete);
+    // Unless the output cannot hold them (a count-only run).
+    let mut count_only = sample(0);
+    (count_only.totals.outputs, count_only.output_len) = (0, 0);
+    let decoded = decode(&encode_old(&count_only, 4)).unwrap();
+    assert_eq!(decoded.optimum.best_len, 0);
+}
+
+#[test]
+fn a_resumed_run_takes_back_the_best_records_written_when_the_run_ended() {
+    let checkpoint = sample(0);
+    assert_eq!(checkpoint.resumed_output_len(), 4096 - 6);
+    assert_eq!(checkpoint.written_best(), b"a\nb c\n");
+    let totals = checkpoint.committed_totals();
+    assert_eq!((totals.outputs, totals.output_bytes, totals.best_len), (10, 4090, 0));
+    assert_eq!(totals.best, checkpoint.optimum.best);
+    // Nothing is taken back from a run that wrote none.
+    let mut enumeration = sample(0);
+    enumeration.optimum = StoredOptimum::default();
+    assert_eq!(enumeration.resumed_output_len(), 4096);
+    assert!(enumeration.written_best().is_empty());
+    assert_eq!((enumeration.committed_totals().outputs, enumeration.committed_totals().output_bytes), (12, 4096));
+}
+
+#[test]
+fn best_records_the_output_cannot_hold_are_refused() {
+    let mut longer = sample(0);
+    longer.optimum.best_len = longer.output_len + 1;
+    assert!(matches!(decode(&encode(&longer)), Err(LoadError::Corrupt(m)) if m.contains("best records")));
+    let mut without_best = sample(0);
+    without_best.optimum.best = None;
+    assert!(matches!(decode(&encode(&without_best)), Err(LoadError::Corrupt(_))));
+    let mut shorter = sample(0);
+    shorter.optimum.best_len = 5;
+    assert!(matches!(decode(&encode(&shorter)), Err(LoadError::Corrupt(_))));
 }
 
 #[test]

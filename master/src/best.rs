@@ -87,6 +87,7 @@ impl Incumbents {
             output.push(b'\n');
             totals.outputs += 1;
             totals.output_bytes += record.len() as u64 + 1;
+            totals.best_len += record.len() as u64 + 1;
         }
     }
 

@@ -189,6 +189,10 @@ impl Coordinator {
     pub fn optimising(mut self, config: OptimumConfig) -> Self {
         self.incumbents = Incumbents::new(config, self.totals.best.as_ref());
         self.tell_incumbent(0..self.slots.len() as u32);
+        // A new target the saved incumbent reaches already.
+        if self.incumbents.reached_target() {
+            self.request_pause(PauseFor::Stop(StopReason::Target));
+        }
         self
     }
 

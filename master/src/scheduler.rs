@@ -80,6 +80,11 @@ pub struct Totals {
     /// Nodes pruned by a branch and bound.
     #[serde(skip)]
     pub pruned: u64,
+    /// Bytes at the end of the output that are a branch and bound's best records, written when
+    /// the run completed or reached its target (0 until then): a resumed run takes them back and
+    /// writes the best records again when it ends.
+    #[serde(skip)]
+    pub best_len: u64,
 }
 
 impl Default for Totals {
@@ -95,6 +100,7 @@ impl Default for Totals {
             counters: Vec::new(),
             best: None,
             pruned: 0,
+            best_len: 0,
         }
     }
 }
@@ -206,6 +212,10 @@ impl Scheduler {
         let mut s = Self::with_state(config, totals, budget);
         for p in jobs {
             s.list.put_back(p);
+        }
+        // A new target the saved incumbent reaches already.
+        if s.incumbents.reached_target() {
+            s.stop = Some(StopReason::Target);
         }
         s
     }

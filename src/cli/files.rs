@@ -7,7 +7,7 @@ use super::args::RunArgs;
 use bts_checkpoints::{Checkpoint, OutputSum, sum_prefix};
 use bts_master::Output;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -185,8 +185,9 @@ impl FileOutput {
 
     /// The output file of a run resumed from `checkpoint`: it must hold the records the
     /// checkpoint committed, as its seal records them; bytes written after the checkpoint by the
-    /// run itself are cut off when the run starts writing. `(header, footer)`: the lengths of a
-    /// tree's frame around the records (the footer ends a complete run's file).
+    /// run itself, and a branch and bound's best records, are cut off when the run starts writing.
+    /// `(header, footer)`: the lengths of a tree's frame around the records (the footer ends a
+    /// complete run's file).
     pub fn reopen(path: &Path, checkpoint: &Checkpoint, (header, footer): (u64, u64)) -> Result<Self, CliError> {
         let mut file = open_locked(path, false)?;
         let shown = path.display();
@@ -196,7 +197,11 @@ impl FileOutput {
         let footer = if checkpoint.is_complete() { footer } else { 0 };
         let len = whole.saturating_sub(header).saturating_sub(footer);
         let committed = checkpoint.output_len;
-        if len < committed {
+        // A branch and bound's best records end the output of a run that ended: the resumed run
+        // cuts them and writes its own when it ends, so the file need only hold what came before
+        // (a resumed run may have been killed between the two).
+        let kept = checkpoint.resumed_output_len();
+        if len < kept {
             return Err(CliError::usage(format!(
                 "the output file {shown} holds {len} bytes but the checkpoint committed {committed}: it is not this run's output"
             )));
@@ -205,7 +210,7 @@ impl FileOutput {
             tracing::warn!(
                 "the checkpoint records no checksum of the output (an older bts wrote it): {shown} is checked by its length only"
             );
-            let sum = sum_records(&mut file, header, committed).map_err(unreadable)?;
+            let sum = sum_records(&mut file, header, kept).map_err(unreadable)?;
             return Ok(Self::new(file, path, sum, header));
         };
         if seal.ended && len > committed {
@@ -215,8 +220,14 @@ impl FileOutput {
                 len - committed
             )));
         }
-        let sum = sum_records(&mut file, header, committed).map_err(unreadable)?;
-        if sum.crc() != seal.crc {
+        let sum = sum_records(&mut file, header, kept).map_err(unreadable)?;
+        let mut sealed = sum.clone();
+        let best = checkpoint.written_best();
+        sealed.update(&best);
+        // What the file holds of the best records must be theirs.
+        let mut tail = vec![0; (len.min(committed) - kept) as usize];
+        file.read_exact(&mut tail).map_err(unreadable)?;
+        if sealed.crc() != seal.crc || !best.starts_with(&tail) {
             return Err(CliError::usage(format!(
                 "the output file {shown} is not this run's output: its first {committed} bytes are not the records the \
                  checkpoint committed (rewritten by another run?)"

@@ -7,8 +7,16 @@ use std::path::Path;
 pub fn inspect(path: &Path) -> Result<Exit, CliError> {
     let ck = bts_checkpoints::load(path)
         .map_err(|e| CliError::usage(format!("cannot read the checkpoint {}: {e}", path.display())))?;
+    // The version the file is in (its header, which `load` has checked): resuming rewrites it in
+    // the current one.
+    let mut header = [0u8; 12];
+    let read = std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header));
+    let version = match read {
+        Ok(()) => u32::from_le_bytes([header[8], header[9], header[10], header[11]]),
+        Err(_) => bts_checkpoints::CURRENT_VERSION,
+    };
     let report = json!({
-        "format_version": bts_checkpoints::CURRENT_VERSION,
+        "format_version": version,
         "written_unix_ms": ck.written_unix_ms,
         "written": rfc3339(ck.written_unix_ms / 1000),
         "tree": ck.tree.command_line(),
@@ -19,7 +27,8 @@ pub fn inspect(path: &Path) -> Result<Exit, CliError> {
         "budget": ck.budget.base,
         "elapsed_s": ck.elapsed_s,
         "segments": ck.segments,
-        "output": {"path": ck.options.output, "committed_bytes": ck.output_len},
+        // `best_bytes`: the last of the committed bytes are a branch and bound's best records.
+        "output": {"path": ck.options.output, "committed_bytes": ck.output_len, "best_bytes": ck.optimum.best_len},
         "input_digest": ck.input_digest.map(|d| format!("{d:08x}")),
         "best": ck.optimum.best.as_ref().map(|b| json!({
             "value": b.value,
