@@ -124,13 +124,15 @@ impl Checkpoint {
     ///
     /// [`resumed_output_len`]: Checkpoint::resumed_output_len
     pub fn committed_totals(&self) -> Totals {
-        let written =
-            if self.optimum.best_len > 0 { self.optimum.best.as_ref().map_or(0, |b| b.records.len()) } else { 0 };
+        let written = match self.optimum.best_len {
+            0 => 0,
+            _ => self.optimum.best.as_ref().map_or(0, |b| b.records.len() as u64),
+        };
         Totals {
             counters: self.counters.clone(),
             best: self.optimum.best.clone(),
             pruned: self.optimum.pruned,
-            outputs: self.totals.outputs.saturating_sub(written as u64),
+            outputs: self.totals.outputs.saturating_sub(written),
             output_bytes: self.totals.output_bytes.saturating_sub(self.optimum.best_len),
             best_len: 0,
             ..self.totals.clone()
