@@ -2,7 +2,7 @@
 //! brute force and published clique numbers for maximum clique), in every mode and worker count,
 //! and the command line's `--target`, `--all-best`, `best` summary and bad instance files.
 
-use crate::util::{bts, bts_command, inspect, stderr, summary};
+use crate::util::{bts, bts_command, inspect, kill_9_until_done, stderr, summary};
 use bts::trees::{Knapsack, KnapsackOf, MaxClique, Wide, WideKnapsack};
 use bts::{BudgetConfig, OptimumConfig, Run, RunMode, RunOptions, SchedulerConfig};
 use std::process::{Command, Stdio};
@@ -635,6 +635,50 @@ fn every_best_record_is_written_once_across_resumes() {
         records.dedup();
         assert_eq!(records.len(), optimal, "{text}");
         assert_eq!(text.lines().count(), optimal, "{text}");
+    }
+}
+
+/// `kill -9` at any moment, resumed until the run ends, with and without a target: the output is
+/// the optimum's record, once.
+#[test]
+fn kill_9_at_any_moment_leaves_the_best_record_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Some 0.8 s of search for one worker.
+    let (file, expected) = hard_knapsack(&dir, 37, 115);
+    let ck = dir.path().join("run.ckpt");
+    let out = dir.path().join("best.txt");
+    let (ck_s, out_s) = (ck.to_str().unwrap(), out.to_str().unwrap());
+    let below = (expected - 30).to_string();
+    for (mode, workers, target) in [("budget", "1", None), ("polling", "2", None), ("budget", "2", Some(&below))] {
+        let _ = std::fs::remove_file(&ck);
+        let mut run = vec!["run", "--mode", mode, "--workers", workers, "--checkpoint", ck_s, "--output", out_s];
+        run.extend(["--checkpoint-every", "0.05"]);
+        if let Some(t) = target {
+            run.extend(["--target", t]);
+        }
+        run.extend(["knapsack", "--file", &file]);
+        let on = ["resume", ck_s, "--target", "1000000000"];
+        let (last, kills) = match target {
+            None => kill_9_until_done(&run, &on, 100, 60),
+            // A target stops the run soon: the kills fall on the resumed run that goes on to the
+            // optimum, which takes back the target's record.
+            Some(_) => {
+                let o = bts(&run);
+                assert_eq!((o.status.code(), std::fs::read_to_string(&out).unwrap().lines().count()), (Some(0), 1));
+                kill_9_until_done(&on, &on, 100, 60)
+            }
+        };
+        assert!(kills >= 2, "{mode}: only {kills} kills: the run was too quick to test anything");
+        assert_eq!(last.status.code(), Some(0), "{mode}");
+        // A complete run resumed.
+        for _ in 0..2 {
+            let o = bts(&["resume", ck_s, "--target", "1000000000", "--summary-json", "-"]);
+            assert_eq!(o.status.code(), Some(0), "{mode}: {}", stderr(&o));
+            let s = summary(&o);
+            assert_eq!((s["best"]["value"].as_i64(), s["outputs"].as_u64()), (Some(expected), Some(1)), "{mode}");
+            let text = std::fs::read_to_string(&out).unwrap();
+            assert_eq!(text, format!("{}\n", s["best"]["record"].as_str().unwrap()), "{mode}, {kills} kills");
+        }
     }
 }
 
