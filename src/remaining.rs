@@ -84,13 +84,14 @@ impl Remaining {
             let mut rng = SplitMix64::new(0x6B6E_7574_6865_7374);
             let mut levels = Vec::new();
             for batch in inbox {
-                let started = Instant::now();
+                let started = thread_cpu();
                 let share = SLICE / batch.len().max(1) as u32;
                 let mut profiles = Vec::new();
                 for (depth, nodes) in batch {
-                    let (mut profile, begun) = (Profile::default(), Instant::now());
+                    let (mut profile, begun) = (Profile::default(), thread_cpu());
                     for node in nodes.iter().cycle() {
-                        if profile.estimate.probes >= nodes.len() as u64 && begun.elapsed() >= share {
+                        if profile.estimate.probes >= nodes.len() as u64 && thread_cpu().saturating_sub(begun) >= share
+                        {
                             break;
                         }
                         let probed =
@@ -106,7 +107,7 @@ impl Remaining {
                 if outbox.send(profiles).is_err() {
                     return;
                 }
-                let pause = started.elapsed().mul_f64(1.0 / PROBER_SHARE - 1.0);
+                let pause = thread_cpu().saturating_sub(started).mul_f64(1.0 / PROBER_SHARE - 1.0);
                 std::thread::sleep(pause.min(Duration::from_secs(30)));
             }
         });
@@ -225,6 +226,19 @@ impl Remaining {
     }
 }
 
+/// The CPU time of the calling thread. The prober's share is of a core's time: on a loaded machine
+/// wall time also counts the time others held the core, and pacing by it starved the probes.
+/// (Wall time where there is no such clock.)
+fn thread_cpu() -> Duration {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    match unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } {
+        0 => Duration::new(t.tv_sec as u64, t.tv_nsec as u32),
+        _ => START.get_or_init(Instant::now).elapsed(),
+    }
+}
+
 /// The standard error of a depth's mean from the spread of its batches' means (batch means): the
 /// nodes of a depth in the job list change from batch to batch as the run moves on, a spread that
 /// the probes of one batch do not show.
@@ -303,6 +317,20 @@ impl JobListDepths {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prober_is_paced_by_its_own_cpu_time_not_the_wall_clock() {
+        let before = thread_cpu();
+        std::thread::sleep(Duration::from_millis(100));
+        let asleep = thread_cpu().saturating_sub(before);
+        assert!(asleep < Duration::from_millis(50), "{asleep:?} of CPU while asleep");
+        let (before, wall) = (thread_cpu(), Instant::now());
+        while wall.elapsed() < Duration::from_millis(100) {
+            std::hint::black_box(wall.elapsed());
+        }
+        // Busy, the thread's time moves on (by less than the wall's if others share the core).
+        assert!(thread_cpu().saturating_sub(before) > Duration::from_millis(10));
+    }
 
     /// Probes of a complete binary tree of 10 levels: every probe is exact (2047).
     fn exact_probes(n: u64) -> Profile {
