@@ -119,24 +119,20 @@ pub struct StoredOptimum {
 
 impl Checkpoint {
     /// The committed totals a resumed run starts from, the tree's own counters included. A branch
-    /// and bound's best records, which the run wrote when it ended, are taken back: the resumed
-    /// run writes its own when it ends (the output file is cut back to [`resumed_output_len`]).
+    /// and bound's best records, which the run wrote when it ended, are taken back
+    /// ([`Totals::resumed`]): the resumed run writes its own when it ends (the output file is cut
+    /// back to [`resumed_output_len`]).
     ///
     /// [`resumed_output_len`]: Checkpoint::resumed_output_len
     pub fn committed_totals(&self) -> Totals {
-        let written = match self.optimum.best_len {
-            0 => 0,
-            _ => self.optimum.best.as_ref().map_or(0, |b| b.records.len() as u64),
-        };
-        Totals {
+        let totals = Totals {
             counters: self.counters.clone(),
             best: self.optimum.best.clone(),
             pruned: self.optimum.pruned,
-            outputs: self.totals.outputs.saturating_sub(written),
-            output_bytes: self.totals.output_bytes.saturating_sub(self.optimum.best_len),
-            best_len: 0,
+            best_len: self.optimum.best_len,
             ..self.totals.clone()
-        }
+        };
+        totals.resumed()
     }
 
     /// The bytes of the output file a resumed run carries on from: the committed output but the

@@ -105,6 +105,24 @@ impl Default for Totals {
     }
 }
 
+impl Totals {
+    /// What a resumed run starts from: a branch and bound's best records, written when the run
+    /// ended, are taken back (the output is cut back by `best_len` bytes), and the resumed run
+    /// writes its own when it ends.
+    pub fn resumed(&self) -> Totals {
+        let written = match self.best_len {
+            0 => 0,
+            _ => self.best.as_ref().map_or(0, |b| b.records.len() as u64),
+        };
+        Totals {
+            outputs: self.outputs.saturating_sub(written),
+            output_bytes: self.output_bytes.saturating_sub(self.best_len),
+            best_len: 0,
+            ..self.clone()
+        }
+    }
+}
+
 /// Why a run stopped before the tree was done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StopReason {

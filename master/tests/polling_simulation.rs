@@ -2308,6 +2308,32 @@ fn a_target_reached_writes_the_best_records_of_the_paused_run() {
     assert_eq!(c.output(), b"nine\n", "written once");
 }
 
+/// A run resumed with a target its saved incumbent reaches: the local workers find the pause in
+/// their inboxes before they start (the driver delivers what the coordinator says first), the run
+/// stops with the saved nodes kept, and the best records the stopped run wrote, taken back by
+/// [`Totals::resumed`], are written once.
+#[test]
+fn a_resumed_run_whose_incumbent_reaches_its_new_target_stops_at_once() {
+    let best = bts_master::Best { value: 9, records: vec![b"nine".to_vec()] };
+    let saved = Totals { best: Some(best), outputs: 1, output_bytes: 5, best_len: 5, ..Totals::default() };
+    let totals = saved.resumed();
+    assert_eq!((totals.outputs, totals.output_bytes, totals.best_len), (0, 0, 0));
+    let left = encode(3, 1);
+    let jobs = vec![Pending { depth: 1, node: left.node.clone() }];
+    let config = bts_master::OptimumConfig { keep_ties: false, target: Some(5) };
+    let mut c = Coordinator::new(2, totals, None, jobs).optimising(config);
+    let sent = drain(&mut c);
+    for w in 0..2 {
+        assert!(matches!(to(w, &sent)[..], [PeerMsg::Incumbent(_), PeerMsg::Pause { number: 1 }]), "{sent:?}");
+    }
+    c.handle(paused(0, vec![left.clone()], 0, 0));
+    c.handle(paused(1, Vec::new(), 0, 0));
+    assert_eq!(c.pause_complete(), Some(PauseFor::Stop(StopReason::Target)));
+    assert_eq!(c.output(), b"nine\n");
+    assert_eq!((c.totals().outputs, c.totals().output_bytes, c.totals().best_len), (1, 5, 5));
+    assert_eq!(c.pending_jobs(), vec![Pending { depth: 1, node: left.node }]);
+}
+
 /// Work that reaches a worker still paused from a victim the coordinator already resumed (the
 /// thief's `Resume` and the victim's `Work` travel on different links) carries the victim's pause
 /// number: the thief keeps it, and both count it in the next pause, which completes with it.

@@ -168,9 +168,10 @@ impl Sim {
         let Some(snap) = &self.snapshot else { return };
         let workers = self.workers.len().max(1);
         self.workers.clear();
-        self.output.truncate(snap.totals.output_bytes as usize);
-        self.scheduler =
-            Scheduler::resume(self.config.clone(), snap.totals.clone(), Some(snap.budget.clone()), snap.jobs.clone());
+        // A branch and bound's best records, written when the run ended, are taken back.
+        let totals = snap.totals.resumed();
+        self.output.truncate(totals.output_bytes as usize);
+        self.scheduler = Scheduler::resume(self.config.clone(), totals, Some(snap.budget.clone()), snap.jobs.clone());
         for _ in 0..workers {
             self.join(1);
         }
@@ -415,7 +416,72 @@ proptest! {
             prop_assert!(w <= capacity);
             prop_assert_eq!(v as i64, expected);
         }
+        prop_assert_eq!(sim.records(), best_records(&sim));
+        // A master resumed from the checkpoint of the complete run writes the records again, in
+        // place of those it wrote.
+        sim.checkpoint();
+        sim.crash_and_resume();
+        prop_assert_eq!(sim.finish(), Outcome::Complete);
+        prop_assert_eq!(sim.records(), best_records(&sim));
+        prop_assert_eq!(sim.scheduler.totals().outputs, best.records.len() as u64);
     }
+
+    #[test]
+    fn a_run_stopped_at_its_target_resumes_to_the_optimum_with_its_records_once(
+        items in proptest::collection::vec((0u64..50, 1u64..30), 4..18),
+        config in config_strategy(),
+        keep_ties in any::<bool>(),
+        share in 0.0..1.0f64,
+        actions in proptest::collection::vec((0u8..12, any::<usize>()), 0..200),
+    ) {
+        let capacity = items.iter().map(|i| i.1).sum::<u64>() / 2;
+        let expected = knapsack_dp(capacity, &items);
+        let target = (expected as f64 * share) as i64;
+        let config = SchedulerConfig { optimum: OptimumConfig { keep_ties, target: Some(target) }, ..config };
+        let tree = Knapsack::new(capacity, &items).unwrap();
+        let mut sim = Sim::with(Box::new(move || Box::new(TreeSearcher::optimising(tree.clone()))), config);
+        sim.join(2);
+        for (action, n) in actions {
+            let Some(id) = sim.nth_worker(n) else { sim.join(1); continue };
+            match action {
+                0..=5 => sim.run_one(id),
+                6..=7 => sim.flush(id),
+                8 => sim.kill(id),
+                9 => sim.join(1),
+                10 => sim.checkpoint(),
+                _ => sim.crash_and_resume(),
+            }
+            if sim.scheduler.outcome().is_some() {
+                break;
+            }
+        }
+        let first = sim.finish();
+        prop_assert!(matches!(first, Outcome::Stopped(StopReason::Target) | Outcome::Complete), "{:?}", first);
+        let reached = sim.scheduler.totals().best.clone().unwrap();
+        prop_assert!(reached.value >= target);
+        prop_assert_eq!(sim.records(), best_records(&sim));
+        // Resumed with the same target, which the saved incumbent reaches: it stops at once.
+        sim.checkpoint();
+        sim.crash_and_resume();
+        prop_assert_eq!(sim.finish(), first);
+        prop_assert_eq!(sim.scheduler.totals().best.clone(), Some(reached));
+        prop_assert_eq!(sim.records(), best_records(&sim));
+        // Resumed without a target, on to the optimum: its records replace those of the target.
+        sim.checkpoint();
+        sim.config.optimum.target = None;
+        sim.crash_and_resume();
+        prop_assert_eq!(sim.finish(), Outcome::Complete);
+        prop_assert_eq!(sim.scheduler.totals().best.as_ref().map(|b| b.value), Some(expected));
+        prop_assert_eq!(sim.records(), best_records(&sim));
+    }
+}
+
+/// The best records the run holds, sorted as [`Sim::records`].
+fn best_records(sim: &Sim) -> Vec<String> {
+    let best = sim.scheduler.totals().best.iter().flat_map(|b| b.records.clone());
+    let mut records: Vec<String> = best.map(|r| String::from_utf8(r).unwrap()).collect();
+    records.sort();
+    records
 }
 
 /// Jobs are queued ahead at a worker only from a list that can spare one for each thread: near the
