@@ -177,6 +177,28 @@ impl Sim {
         }
     }
 
+    /// Plays `actions` until the run ends: workers run jobs and report them, processes die and
+    /// join (of `threads(n)` workers), the master takes checkpoints and crashes.
+    fn play(&mut self, actions: Vec<(u8, usize)>, threads: impl Fn(usize) -> u64) {
+        for (action, n) in actions {
+            let Some(id) = self.nth_worker(n) else {
+                self.join(threads(n));
+                continue;
+            };
+            match action {
+                0..=5 => self.run_one(id),
+                6..=7 => self.flush(id),
+                8 => self.kill(id),
+                9 => self.join(threads(n)),
+                10 => self.checkpoint(),
+                _ => self.crash_and_resume(),
+            }
+            if self.scheduler.outcome().is_some() {
+                break;
+            }
+        }
+    }
+
     fn nth_worker(&self, n: usize) -> Option<u64> {
         let ids: Vec<u64> = self.workers.keys().copied().collect();
         (!ids.is_empty()).then(|| ids[n % ids.len()])
@@ -259,20 +281,7 @@ proptest! {
     ) {
         let (nodes, leaves, depth, records) = sequential(&Recorded(gw(tree)));
         let mut sim = Sim::new(gw(tree), config, workers);
-        for (action, n) in actions {
-            let Some(id) = sim.nth_worker(n) else { sim.join(1); continue };
-            match action {
-                0..=5 => sim.run_one(id),
-                6..=7 => sim.flush(id),
-                8 => sim.kill(id),
-                9 => sim.join(1),
-                10 => sim.checkpoint(),
-                _ => sim.crash_and_resume(),
-            }
-            if sim.scheduler.outcome().is_some() {
-                break;
-            }
-        }
+        sim.play(actions, |_| 1);
         prop_assert_eq!(sim.finish(), Outcome::Complete);
         let t = sim.scheduler.totals();
         prop_assert_eq!((t.nodes, t.leaves, t.max_depth, t.outputs), (nodes, Some(leaves), Some(depth), nodes));
@@ -390,20 +399,7 @@ proptest! {
         let tree = Knapsack::new(capacity, &items).unwrap();
         let mut sim = Sim::with(Box::new(move || Box::new(TreeSearcher::optimising(tree.clone()))), config);
         sim.join(3);
-        for (action, n) in actions {
-            let Some(id) = sim.nth_worker(n) else { sim.join(1 + n as u64 % 3); continue };
-            match action {
-                0..=5 => sim.run_one(id),
-                6..=7 => sim.flush(id),
-                8 => sim.kill(id),
-                9 => sim.join(1 + n as u64 % 3),
-                10 => sim.checkpoint(),
-                _ => sim.crash_and_resume(),
-            }
-            if sim.scheduler.outcome().is_some() {
-                break;
-            }
-        }
+        sim.play(actions, |n| 1 + n as u64 % 3);
         prop_assert_eq!(sim.finish(), Outcome::Complete);
         let best = sim.scheduler.totals().best.clone().expect("the empty packing at least");
         prop_assert_eq!(best.value, expected);
@@ -441,20 +437,7 @@ proptest! {
         let tree = Knapsack::new(capacity, &items).unwrap();
         let mut sim = Sim::with(Box::new(move || Box::new(TreeSearcher::optimising(tree.clone()))), config);
         sim.join(2);
-        for (action, n) in actions {
-            let Some(id) = sim.nth_worker(n) else { sim.join(1); continue };
-            match action {
-                0..=5 => sim.run_one(id),
-                6..=7 => sim.flush(id),
-                8 => sim.kill(id),
-                9 => sim.join(1),
-                10 => sim.checkpoint(),
-                _ => sim.crash_and_resume(),
-            }
-            if sim.scheduler.outcome().is_some() {
-                break;
-            }
-        }
+        sim.play(actions, |_| 1);
         let first = sim.finish();
         prop_assert!(matches!(first, Outcome::Stopped(StopReason::Target) | Outcome::Complete), "{:?}", first);
         let reached = sim.scheduler.totals().best.clone().unwrap();
