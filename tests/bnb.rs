@@ -482,11 +482,39 @@ fn bad_instances_and_misplaced_options_exit_2_with_one_line() {
     }
     let o = bts(&["run", "knapsack", "--file", "/nonexistent/k.txt"]);
     assert_eq!(o.status.code(), Some(2));
+    let ck = dir.path().join("q.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    let o = bts(&["run", "--checkpoint", ck_s, "--count-only", "--node-limit", "100", "queens", "--n", "10"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     for option in [&["--target", "3"][..], &["--all-best"]] {
         let o = bts(&[&["run"], option, &["queens", "--n", "4"]].concat());
         assert_eq!(o.status.code(), Some(2), "{option:?}");
         assert!(stderr(&o).contains("needs a branch and bound"), "{}", stderr(&o));
+        // Nor does a resumed run take them.
+        let o = bts(&[&["resume", ck_s], option].concat());
+        assert_eq!(o.status.code(), Some(2), "{option:?}");
+        assert!(stderr(&o).contains("needs a branch and bound"), "{}", stderr(&o));
     }
+}
+
+/// Ties pruned before a resume cannot come back: a run resumed with `--all-best` must have had it
+/// from the start.
+#[test]
+fn all_best_is_refused_on_resuming_a_run_started_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "ties.txt", "10\n5 5\n5 5\n5 5\n5 5\n3 3\n2 2\n");
+    let ck = dir.path().join("run.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    let run = ["run", "--workers", "1", "--budget", "1", "--fixed-budget", "--checkpoint", ck_s, "--count-only"];
+    let o = bts(&[&run[..], &["--target", "1", "--summary-json", "-", "knapsack", "--file", &file]].concat());
+    assert_eq!(summary(&o)["outcome"], "target", "{}", stderr(&o));
+    let o = bts(&["resume", ck_s, "--all-best"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--all-best must be given when the run starts"), "{}", stderr(&o));
+    // The checkpoint is untouched and resumes as it was started: one best solution.
+    let o = bts(&["resume", ck_s, "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(summary(&o)["best"]["records"].as_array().map(Vec::len), Some(1));
 }
 
 // ----- remote workers and checkpoints -----

@@ -93,6 +93,7 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             digest_text(searcher.input_digest()),
         )));
     }
+    check_optimising(&args, &*searcher, &checkpoint.tree)?;
     let mut options = run_options(&args, Some(&checkpoint))?;
     // The run carries on in the file it was resumed from (a copy of a run carries on in the copy).
     let resumed_in_place = options.checkpoint.is_none();
@@ -396,6 +397,14 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
              name the same output file at a new place",
         ));
     }
+    // Ties pruned before the resume cannot come back: every optimal solution needs --all-best
+    // from the start.
+    if args.output.all_best && resuming.is_some_and(|c| !c.optimum.keep_ties) {
+        return Err(CliError::usage(
+            "--all-best must be given when the run starts: a run without it prunes the solutions that tie with its \
+             best, which resuming cannot bring back; start a new run with --all-best",
+        ));
+    }
     // When resuming without --checkpoint, the caller names the file resumed from.
     let checkpoint = args.stopping.checkpoint.as_deref().map(absolute);
     // Checkpoints hold usable seconds only (bts_checkpoints checks them when loading).
@@ -408,7 +417,7 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
             budget,
             node_limit: args.stopping.node_limit,
             optimum: OptimumConfig {
-                keep_ties: args.output.all_best || resuming.is_some_and(|c| c.optimum.keep_ties),
+                keep_ties: resuming.map_or(args.output.all_best, |c| c.optimum.keep_ties),
                 target: args.stopping.target,
             },
             ..SchedulerConfig::default()
