@@ -152,6 +152,11 @@ impl Monitor {
         }
         let line = || {
             let mut s = format!("{}  {} nodes  {}/s", duration(elapsed), human(nodes as f64), human(self.rate));
+            // What a long branch and bound has found so far (early in the line: a narrow terminal
+            // cuts its end).
+            if let Some(best) = &t.best {
+                s += &format!("  best {}", best.value);
+            }
             let (queued, busy, workers) =
                 (human(scheduler.queued() as f64), scheduler.busy_workers(), scheduler.workers());
             let busy = match workers {

@@ -393,6 +393,26 @@ fn the_summary_has_a_best_object_and_the_record_is_the_output() {
     assert!(stderr(&o).contains("best value 13"), "{}", stderr(&o));
 }
 
+/// The progress display shows the best value found so far.
+#[test]
+fn the_progress_line_shows_the_best_value_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    // Some 0.8 s of search for one worker: the display is drawn while it goes.
+    let (file, expected) = hard_knapsack(&dir, 37, 115);
+    for mode in ["budget", "polling"] {
+        let o = bts(&["run", "--mode", mode, "--progress", "always", "knapsack", "--file", &file]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let log = stderr(&o);
+        let shown: Vec<i64> = log
+            .split("  best ")
+            .skip(1)
+            .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+            .collect();
+        assert!(!shown.is_empty(), "{mode}: {log}");
+        assert!(shown.iter().all(|&v| v <= expected), "{mode}: {shown:?}, optimum {expected}");
+    }
+}
+
 /// Above 128 items the command line builds packings of more bits (four or eight 64-bit words, then
 /// a box): a node's bits past the 128th are kept too.
 #[test]
