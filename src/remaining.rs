@@ -78,20 +78,20 @@ impl Remaining {
                 return None;
             }
         };
+        let clock = ProbeClock::for_searcher(&**searcher);
         let (requests, inbox) = mpsc::channel::<Vec<(u32, Vec<NodeBytes>)>>();
         let (outbox, results) = mpsc::channel();
         let spawned = std::thread::Builder::new().name("bts-estimator".into()).spawn(move || {
             let mut rng = SplitMix64::new(0x6B6E_7574_6865_7374);
             let mut levels = Vec::new();
             for batch in inbox {
-                let started = thread_cpu();
+                let started = clock.now();
                 let share = SLICE / batch.len().max(1) as u32;
                 let mut profiles = Vec::new();
                 for (depth, nodes) in batch {
-                    let (mut profile, begun) = (Profile::default(), thread_cpu());
+                    let (mut profile, begun) = (Profile::default(), clock.now());
                     for node in nodes.iter().cycle() {
-                        if profile.estimate.probes >= nodes.len() as u64 && thread_cpu().saturating_sub(begun) >= share
-                        {
+                        if profile.estimate.probes >= nodes.len() as u64 && clock.now().saturating_sub(begun) >= share {
                             break;
                         }
                         let probed =
@@ -107,7 +107,7 @@ impl Remaining {
                 if outbox.send(profiles).is_err() {
                     return;
                 }
-                let pause = thread_cpu().saturating_sub(started).mul_f64(1.0 / PROBER_SHARE - 1.0);
+                let pause = clock.now().saturating_sub(started).mul_f64(1.0 / PROBER_SHARE - 1.0);
                 std::thread::sleep(pause.min(Duration::from_secs(30)));
             }
         });
@@ -226,9 +226,35 @@ impl Remaining {
     }
 }
 
-/// The CPU time of the calling thread. The prober's share is of a core's time: on a loaded machine
-/// wall time also counts the time others held the core, and pacing by it starved the probes.
-/// (Wall time where there is no such clock.)
+/// What the prober's probes cost, which it keeps to [`PROBER_SHARE`] of a core.
+#[derive(Clone, Copy, Debug)]
+enum ProbeClock {
+    /// The prober thread's CPU time: on a loaded machine wall time also counts the time others
+    /// held the core, and pacing by it starved the probes.
+    ThreadCpu,
+    /// Wall time, for probes that run in other processes (a legacy program): the thread only
+    /// waits for them, and its CPU time would not count their work.
+    Wall(Instant),
+}
+
+impl ProbeClock {
+    fn for_searcher(searcher: &dyn Searcher) -> Self {
+        match searcher.runs_elsewhere() {
+            true => ProbeClock::Wall(Instant::now()),
+            false => ProbeClock::ThreadCpu,
+        }
+    }
+
+    /// The time on this clock, for the calling thread (a difference of two readings is a cost).
+    fn now(self) -> Duration {
+        match self {
+            ProbeClock::ThreadCpu => thread_cpu(),
+            ProbeClock::Wall(start) => start.elapsed(),
+        }
+    }
+}
+
+/// The CPU time of the calling thread (wall time where there is no such clock).
 fn thread_cpu() -> Duration {
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -318,18 +344,27 @@ impl JobListDepths {
 mod tests {
     use super::*;
 
+    /// A tree searched in this process is paced by the prober's CPU time, which does not move
+    /// while others hold the core (as while asleep here); a legacy program by the wall clock, which
+    /// counts the time the prober waits for the program's process.
     #[test]
-    fn the_prober_is_paced_by_its_own_cpu_time_not_the_wall_clock() {
-        let before = thread_cpu();
+    fn the_prober_is_paced_by_its_cpu_time_or_by_the_wall_for_a_legacy_program() {
+        let registry = crate::registry::Registry::builtin();
+        let build =
+            |name, args: &[&str]| registry.build(&bts_protocol::TreeSpec::new(name, args.iter().copied())).unwrap();
+        let (queens, exec) = (build("queens", &["--n", "6"]), build("exec", &["--", "true"]));
+        let (cpu, wall) = (ProbeClock::for_searcher(&*queens), ProbeClock::for_searcher(&*exec));
+        let (cpu_before, wall_before) = (cpu.now(), wall.now());
         std::thread::sleep(Duration::from_millis(100));
-        let asleep = thread_cpu().saturating_sub(before);
+        let asleep = cpu.now().saturating_sub(cpu_before);
         assert!(asleep < Duration::from_millis(50), "{asleep:?} of CPU while asleep");
-        let (before, wall) = (thread_cpu(), Instant::now());
-        while wall.elapsed() < Duration::from_millis(100) {
-            std::hint::black_box(wall.elapsed());
+        assert!(wall.now().saturating_sub(wall_before) >= Duration::from_millis(100));
+        let (before, started) = (cpu.now(), Instant::now());
+        while started.elapsed() < Duration::from_millis(100) {
+            std::hint::black_box(started.elapsed());
         }
         // Busy, the thread's time moves on (by less than the wall's if others share the core).
-        assert!(thread_cpu().saturating_sub(before) > Duration::from_millis(10));
+        assert!(cpu.now().saturating_sub(before) > Duration::from_millis(10));
     }
 
     /// Probes of a complete binary tree of 10 levels: every probe is exact (2047).

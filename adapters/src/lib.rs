@@ -128,6 +128,10 @@ impl Searcher for ExecSearcher {
     fn incumbent(&self) -> Option<&SharedIncumbent> {
         self.config.optimise.then_some(&*self.incumbent)
     }
+
+    fn runs_elsewhere(&self) -> bool {
+        true
+    }
 }
 
 /// The program's path: as given when it has a slash, else found on PATH; it must be an executable

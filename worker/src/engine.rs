@@ -69,6 +69,12 @@ pub trait Searcher: Send + Sync {
     fn input_digest(&self) -> Option<u32> {
         None
     }
+
+    /// True when a runner's jobs run in other processes (a legacy program): their cost is not the
+    /// calling thread's CPU time, which only waits for them.
+    fn runs_elsewhere(&self) -> bool {
+        false
+    }
 }
 
 /// A digest of an input file's bytes (CRC-32): enough to tell a stale or different copy.

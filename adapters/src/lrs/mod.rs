@@ -188,6 +188,10 @@ impl Searcher for LrsSearcher {
         Some(self.config.digest)
     }
 
+    fn runs_elsewhere(&self) -> bool {
+        true
+    }
+
     fn counters(&self) -> Option<CounterNames> {
         let names = if self.config.hull { &FACET_COUNTERS[..] } else { &VERTEX_COUNTERS[..] };
         Some(CounterNames { key: "lrs", names: names.to_vec() })
