@@ -7,7 +7,7 @@ use bts_worker::Searcher;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,34 @@ impl MonitorOptions {
     pub fn is_active(&self) -> bool {
         self.progress != ProgressMode::Never || self.hist.is_some() || self.freq.is_some()
     }
+}
+
+const HIST_HEADER: &str =
+    "elapsed_s,nodes,rate,queued,busy_workers,workers,budget,jobs,in_flight,estimated_total,estimated_std_error";
+
+/// Keeps the rows of a history file up to `before_s`, the time of the checkpoint a run resumes
+/// from (a run that died after it wrote rows that the resumed run does again), when the file is a
+/// history; false when there is none to carry on.
+fn carry_on_history(path: &Path, before_s: f64) -> std::io::Result<bool> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(false) };
+    let mut lines = text.lines();
+    if lines.next() != Some(HIST_HEADER) {
+        return Ok(false);
+    }
+    // Rows carry their time to the millisecond.
+    let kept = lines.take_while(|row| {
+        let elapsed = row.split(',').next().and_then(|t| t.parse::<f64>().ok());
+        elapsed.is_some_and(|t| t <= before_s + 0.001)
+    });
+    let mut out = String::with_capacity(text.len());
+    for line in std::iter::once(HIST_HEADER).chain(kept) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    if out.len() != text.len() {
+        std::fs::write(path, out)?;
+    }
+    Ok(true)
 }
 
 /// The files of `--hist` and `--freq`, as messages name them.
@@ -76,13 +104,18 @@ impl Monitor {
             let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()));
             File::create(p).map(|f| BufWriter::with_capacity(1 << 16, f)).map_err(named)
         };
-        let mut hist = options.hist.as_ref().map(|p| create(p, HIST)).transpose()?;
-        if let Some(h) = hist.as_mut() {
-            writeln!(
-                h,
-                "elapsed_s,nodes,rate,queued,busy_workers,workers,budget,jobs,in_flight,estimated_total,estimated_std_error"
-            )?;
-        }
+        let hist = match options.hist.as_ref() {
+            // A resumed run carries on the history of the segments before it.
+            Some(p) if before_s > 0.0 && carry_on_history(p, before_s)? => {
+                Some(BufWriter::new(std::fs::OpenOptions::new().append(true).open(p)?))
+            }
+            Some(p) => {
+                let mut h = create(p, HIST)?;
+                writeln!(h, "{HIST_HEADER}")?;
+                Some(h)
+            }
+            None => None,
+        };
         let freq = options.freq.as_ref().map(|p| create(p, FREQ)).transpose()?;
         let display = match options.progress {
             ProgressMode::Never => Display::None,

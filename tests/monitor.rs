@@ -121,6 +121,48 @@ fn history_and_job_sizes_are_written_as_the_run_goes() {
     assert_eq!(sizes.iter().sum::<u64>(), 4_130_071);
 }
 
+/// A resumed run given the history file of the run it resumes carries it on: the rows up to the
+/// checkpoint stay (those a run wrote after it, before it died, go), its own follow.
+#[test]
+fn a_resumed_run_carries_on_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let (hist, ck) = (dir.path().join("h.csv"), dir.path().join("run.ckpt"));
+    let (hist_s, ck_s) = (hist.to_str().unwrap(), ck.to_str().unwrap());
+    let run = ["run", "--workers", "1", "--hist", hist_s, "--checkpoint", ck_s, "--node-limit", "2000000"];
+    let o = bts(&[&run[..], &["uts", "--preset", "T1", "-g", "12"]].concat());
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let saved_at = inspect(&ck)["elapsed_s"].as_f64().unwrap();
+    let first = std::fs::read_to_string(&hist).unwrap();
+    let kept: Vec<&str> = first
+        .lines()
+        .filter(|l| l.split(',').next().unwrap().parse::<f64>().map_or(true, |t| t <= saved_at + 0.001))
+        .collect();
+    assert!(kept.len() > 3, "the first segment was too short to sample: {first}");
+    // Rows of a run that died after its checkpoint.
+    std::fs::write(&hist, format!("{first}{:.3},9999999,0,0,0,1,100,1,0,,\n", saved_at + 5.0)).unwrap();
+    let o = bts(&["resume", ck_s, "--hist", hist_s, "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&hist).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(&lines[..kept.len()], &kept[..], "the first segment's rows are kept as they were");
+    assert!(lines.len() > kept.len() + 3, "the resumed run adds its rows");
+    let rows: Vec<(f64, u64)> = lines[1..]
+        .iter()
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[0].parse().unwrap(), f[1].parse().unwrap())
+        })
+        .collect();
+    for w in rows.windows(2) {
+        assert!(w[1].0 > w[0].0 && w[1].1 >= w[0].1, "time and nodes go forward: {w:?}");
+    }
+    assert_eq!(rows.last().unwrap().1, summary(&o)["nodes"].as_u64().unwrap());
+    // A history given to a fresh run starts afresh.
+    let o = bts(&["run", "--hist", hist_s, "queens", "--n", "6"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&hist).unwrap().lines().count() < 10);
+}
+
 #[test]
 fn plots_are_valid_svg_and_png() {
     let dir = tempfile::tempdir().unwrap();
