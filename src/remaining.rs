@@ -70,6 +70,11 @@ pub struct Remaining {
 impl Remaining {
     /// `polling`: the run has no job list to sample, so the root is probed.
     pub fn spawn(searcher: &Arc<dyn Searcher>, polling: bool) -> Option<Self> {
+        // What a branch and bound visits depends on the solutions it finds as it goes, which
+        // probes cannot foresee: no figure rather than a wrong one.
+        if searcher.optimises() {
+            return None;
+        }
         let root = if polling { Some(searcher.root().ok()?) } else { None };
         let mut runner = match searcher.runner(RunnerSettings { keep_output: false, detached: true }) {
             Ok(r) => r,

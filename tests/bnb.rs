@@ -413,6 +413,27 @@ fn the_progress_line_shows_the_best_value_so_far() {
     }
 }
 
+/// What a branch and bound visits depends on the solutions it finds as it goes: `bts estimate`
+/// refuses to size one rather than give a figure of something else, and the progress line has no
+/// figure either.
+#[test]
+fn a_branch_and_bound_is_not_estimated() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, _) = hard_knapsack(&dir, 5, 12);
+    let o = bts(&["estimate", "--probes", "100", "knapsack", "--file", &file]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot size a branch and bound"), "{}", stderr(&o));
+    let hist = dir.path().join("h.csv");
+    let (big, _) = hard_knapsack(&dir, 37, 115);
+    let o = bts(&["run", "--progress", "never", "--hist", hist.to_str().unwrap(), "knapsack", "--file", &big]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&hist).unwrap();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert!(rows.len() > 1, "{text}");
+    // Every row but the last (the run is over: the total is the nodes visited) has no figure.
+    assert!(rows[..rows.len() - 1].iter().all(|r| r.ends_with(",,")), "{text}");
+}
+
 /// Above 128 items the command line builds packings of more bits (four or eight 64-bit words, then
 /// a box): a node's bits past the 128th are kept too.
 #[test]

@@ -28,6 +28,13 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let Some((spec, searcher)) = build_tree(registry, parts, "bts estimate [--probes K] <TREE>")? else {
         return Ok(Exit::Complete);
     };
+    if searcher.optimises() {
+        return Err(CliError::usage(format!(
+            "bts estimate cannot size a branch and bound ('{}'): what a run visits depends on the solutions it \
+             finds as it goes, which probes cannot foresee",
+            spec.name
+        )));
+    }
     let root = searcher.root().map_err(CliError::failure)?;
     let threads =
         args.threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |t| t as usize);
