@@ -39,14 +39,14 @@ impl MonitorOptions {
 const HIST_HEADER: &str =
     "elapsed_s,nodes,rate,queued,busy_workers,workers,budget,jobs,in_flight,estimated_total,estimated_std_error";
 
-/// Keeps the rows of a history file up to `before_s`, the time of the checkpoint a run resumes
-/// from (a run that died after it wrote rows that the resumed run does again), when the file is a
-/// history; false when there is none to carry on.
-fn carry_on_history(path: &Path, before_s: f64) -> std::io::Result<bool> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(false) };
+/// A history file carried on by a resumed run, open for its rows: the rows up to `before_s`, the
+/// time of the checkpoint it resumes from, are kept (a run that died after the checkpoint wrote
+/// rows of work the resumed run does again). None when the file is not a history.
+fn carry_on_history(path: &Path, before_s: f64) -> std::io::Result<Option<BufWriter<File>>> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
     let mut lines = text.lines();
     if lines.next() != Some(HIST_HEADER) {
-        return Ok(false);
+        return Ok(None);
     }
     // Rows carry their time to the millisecond.
     let kept = lines.take_while(|row| {
@@ -61,7 +61,8 @@ fn carry_on_history(path: &Path, before_s: f64) -> std::io::Result<bool> {
     if out.len() != text.len() {
         std::fs::write(path, out)?;
     }
-    Ok(true)
+    let file = std::fs::OpenOptions::new().append(true).open(path)?;
+    Ok(Some(BufWriter::with_capacity(1 << 16, file)))
 }
 
 /// The files of `--hist` and `--freq`, as messages name them.
@@ -100,19 +101,27 @@ impl Monitor {
         polling: bool,
         before_s: f64,
     ) -> std::io::Result<Self> {
+        let named = |p: &PathBuf, what: &str, e: std::io::Error| {
+            std::io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()))
+        };
         let create = |p: &PathBuf, what: &str| {
-            let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()));
-            File::create(p).map(|f| BufWriter::with_capacity(1 << 16, f)).map_err(named)
+            File::create(p).map(|f| BufWriter::with_capacity(1 << 16, f)).map_err(|e| named(p, what, e))
         };
         let hist = match options.hist.as_ref() {
-            // A resumed run carries on the history of the segments before it.
-            Some(p) if before_s > 0.0 && carry_on_history(p, before_s)? => {
-                Some(BufWriter::new(std::fs::OpenOptions::new().append(true).open(p)?))
-            }
             Some(p) => {
-                let mut h = create(p, HIST)?;
-                writeln!(h, "{HIST_HEADER}")?;
-                Some(h)
+                // A resumed run carries on the history of the segments before it.
+                let carried = match before_s > 0.0 {
+                    true => carry_on_history(p, before_s).map_err(|e| named(p, HIST, e))?,
+                    false => None,
+                };
+                match carried {
+                    Some(h) => Some(h),
+                    None => {
+                        let mut h = create(p, HIST)?;
+                        writeln!(h, "{HIST_HEADER}")?;
+                        Some(h)
+                    }
+                }
             }
             None => None,
         };
