@@ -46,6 +46,12 @@ pub fn encode(checkpoint: &Checkpoint) -> Vec<u8> {
     out
 }
 
+/// The format version in the header of a checkpoint file's bytes, if they have one.
+pub fn version_of(bytes: &[u8]) -> Option<u32> {
+    let header = bytes.get(..12).filter(|h| h[..8] == MAGIC)?;
+    Some(u32::from_le_bytes(header[8..12].try_into().expect("4 bytes")))
+}
+
 /// Reads a checkpoint from the bytes of a file; never panics, whatever the bytes.
 pub fn decode(bytes: &[u8]) -> Result<Checkpoint, LoadError> {
     if bytes.is_empty() {
@@ -58,7 +64,7 @@ pub fn decode(bytes: &[u8]) -> Result<Checkpoint, LoadError> {
     if bytes.len() < HEADER {
         return Err(LoadError::Truncated { expected: HEADER as u64, found: bytes.len() as u64 });
     }
-    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    let version = version_of(bytes).expect("a full header with the magic");
     // Everything after the version may differ in later formats.
     if version > CURRENT_VERSION {
         return Err(LoadError::Newer { found: version, supported: CURRENT_VERSION });
@@ -104,7 +110,7 @@ pub fn decode(bytes: &[u8]) -> Result<Checkpoint, LoadError> {
     }
     check_times(&checkpoint)?;
     let best_len = checkpoint.optimum.best_len;
-    if best_len > checkpoint.output_len || (best_len > 0 && best_len != checkpoint.written_best().len() as u64) {
+    if best_len > checkpoint.output_len || (best_len > 0 && best_len != records_len(&checkpoint)) {
         return Err(LoadError::Corrupt(format!(
             "{best_len} bytes of best records in an output of {} bytes",
             checkpoint.output_len
@@ -119,9 +125,14 @@ fn best_written_before_version_5(checkpoint: &Checkpoint) -> u64 {
     let Some(best) = checkpoint.optimum.best.as_ref().filter(|_| checkpoint.is_complete()) else {
         return 0;
     };
-    let len: u64 = best.records.iter().map(|r| r.len() as u64 + 1).sum();
+    let len = records_len(checkpoint);
     let fits = checkpoint.totals.outputs >= best.records.len() as u64 && checkpoint.output_len >= len;
     if fits { len } else { 0 }
+}
+
+/// The bytes the best records take in the output, a line each.
+fn records_len(checkpoint: &Checkpoint) -> u64 {
+    checkpoint.optimum.best.iter().flat_map(|b| &b.records).map(|r| r.len() as u64 + 1).sum()
 }
 
 /// The times a checkpoint holds must be ones a clock can take.

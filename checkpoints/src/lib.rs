@@ -25,7 +25,7 @@ mod format;
 mod seal;
 
 pub use file::{load, write, write_atomically};
-pub use format::{CURRENT_VERSION, LoadError, MAGIC, decode, encode};
+pub use format::{CURRENT_VERSION, LoadError, MAGIC, decode, encode, version_of};
 pub use seal::{OutputSeal, OutputSum, sum_prefix};
 
 use bts_master::{Best, BudgetConfig, BudgetState, Order, Pending, Totals};

@@ -5,16 +5,12 @@ use serde_json::json;
 use std::path::Path;
 
 pub fn inspect(path: &Path) -> Result<Exit, CliError> {
-    let ck = bts_checkpoints::load(path)
-        .map_err(|e| CliError::usage(format!("cannot read the checkpoint {}: {e}", path.display())))?;
-    // The version the file is in (its header, which `load` has checked): resuming rewrites it in
-    // the current one.
-    let mut header = [0u8; 12];
-    let read = std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header));
-    let version = match read {
-        Ok(()) => u32::from_le_bytes([header[8], header[9], header[10], header[11]]),
-        Err(_) => bts_checkpoints::CURRENT_VERSION,
-    };
+    let cannot =
+        |e: &dyn std::fmt::Display| CliError::usage(format!("cannot read the checkpoint {}: {e}", path.display()));
+    let bytes = std::fs::read(path).map_err(|e| cannot(&e))?;
+    let ck = bts_checkpoints::decode(&bytes).map_err(|e| cannot(&e))?;
+    // The version the file is in: resuming rewrites it in the current one.
+    let version = bts_checkpoints::version_of(&bytes).unwrap_or(bts_checkpoints::CURRENT_VERSION);
     let report = json!({
         "format_version": version,
         "written_unix_ms": ck.written_unix_ms,
