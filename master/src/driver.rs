@@ -8,7 +8,7 @@ use crate::view::RunView;
 use bts_protocol::polling::{Counts, PeerMsg, PollReport};
 use bts_protocol::{FromWorker, ToWorker};
 use bts_protocol::{MasterFrame, PeerEntry};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
@@ -259,6 +259,9 @@ pub fn drive(
     let mut links: HashMap<WorkerId, Box<dyn Link>> = HashMap::new();
     let mut timers = Timers::new(options, Instant::now());
     let mut had_workers = false;
+    // What came before the run started (the local threads joining) is taken in before the run
+    // can end: a resumed complete run ends at once, and its summary counts its workers.
+    let mut early: VecDeque<Event> = events.try_iter().collect();
     loop {
         while let Some((worker, message)) = scheduler.poll_send() {
             let delivered = links.get(&worker).is_some_and(|link| link.send(message));
@@ -271,7 +274,7 @@ pub fn drive(
             output.write_all(scheduler.output())?;
             scheduler.clear_output();
         }
-        if let Some(outcome) = scheduler.outcome() {
+        if let Some(outcome) = scheduler.outcome().filter(|_| early.is_empty()) {
             let outcome = outcome.clone();
             save(scheduler, output, observer, true)?;
             observer.finish(scheduler);
@@ -298,7 +301,13 @@ pub fn drive(
             scheduler.stop(reason);
         }
 
-        let Some(event) = next_event(events, timers.wake(options, None), now)? else { continue };
+        let event = match early.pop_front() {
+            Some(event) => event,
+            None => match next_event(events, timers.wake(options, None), now)? {
+                Some(event) => event,
+                None => continue,
+            },
+        };
         match event {
             Event::Joined { worker, threads, link } => {
                 had_workers = true;
