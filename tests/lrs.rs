@@ -428,8 +428,15 @@ fn bad_inputs_are_refused_with_exit_2_and_lrss_message() {
     let cube_file = dir.path().join("cube.ine");
     std::fs::write(&cube_file, cube(3)).unwrap();
     let cube_file = cube_file.to_str().unwrap();
-    let cases: [(Vec<&str>, &str); 6] = [
+    // A file cut in the middle of its matrix (lrs would read bts's option lines as numbers).
+    let cut = dir.path().join("cut.ine");
+    std::fs::write(&cut, &cube(3)[..cube(3).find("begin").unwrap() + 25]).unwrap();
+    let cases: [(Vec<&str>, &str); 9] = [
         (vec!["run", "lrs", bad.to_str().unwrap()], "Illegal character in number"),
+        (vec!["run", "lrs", cut.to_str().unwrap()], "matrix is cut short"),
+        // Programs that are not lrs.
+        (vec!["run", "lrs", cube_file, "--lrs", "/bin/cat"], "/bin/cat does not behave as lrs"),
+        (vec!["run", "lrs", cube_file, "--lrs", "/bin/false"], "/bin/false does not behave as lrs"),
         (vec!["run", "lrs", junk.to_str().unwrap()], "no begin line"),
         (vec!["run", "lrs", "/nonexistent/in.ine"], "cannot read the input /nonexistent/in.ine"),
         (vec!["run", "lrs", cube_file, "--lrs", "/nonexistent/lrs"], "no such file"),

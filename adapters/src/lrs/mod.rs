@@ -146,6 +146,16 @@ fn check_input(config: &LrsConfig, file: &Path) -> Result<FirstBasis, String> {
         }
     }
     let status = program.wait(Duration::from_secs(10));
+    if !out.saw_banner() {
+        let ended = match status {
+            Some(s) if !s.success() => format!(" and ended with {s}"),
+            _ => String::new(),
+        };
+        return Err(format!(
+            "{} does not behave as lrs: it printed no `*lrs:lrslib` banner{ended} (bts runs lrs of lrslib 7)",
+            config.exec.program.display()
+        ));
+    }
     if !status.is_some_and(|s| s.success()) || out.totals.is_none() {
         let mut why: Vec<String> = program.stderr_tail().lines().map(str::trim).map(str::to_string).collect();
         why.extend(out.notes.iter().cloned());

@@ -32,14 +32,36 @@ const REFUSED: [(&str, &str); 13] = [
 pub fn read(input: &str) -> Result<InputOptions, String> {
     let mut options = InputOptions::default();
     let mut lines = input.lines().skip_while(|l| l.trim() != "begin").skip(1);
-    let size = lines.next().map(|l| l.split_whitespace().take(2).map(str::parse::<usize>).collect::<Vec<_>>());
-    let Some(&[Ok(m), Ok(n)]) = size.as_deref() else {
+    let Some(size_line) = lines.next() else { return Ok(options) };
+    let mut size_line = words_of(size_line);
+    let size: Vec<_> = size_line.by_ref().take(2).map(str::parse::<usize>).collect();
+    let &[Ok(m), Ok(n)] = size.as_slice() else {
         // No matrix that lrs can read: the input check says what lrs makes of it.
         return Ok(options);
     };
-    // A `*` starts a comment that runs to the end of its line.
-    let words = lines.flat_map(|l| l.split_whitespace().take_while(|w| !w.starts_with('*')));
-    let mut words = words.skip(m.saturating_mul(n));
+    // lrs reads numbers, not lines: the matrix may begin on the size line, after the number type.
+    let mut words = size_line.skip(1).chain(lines.flat_map(words_of));
+    // A matrix cut short would take the option lines bts appends as numbers, and lrs would
+    // complain of words the user never wrote.
+    let numbers = m.saturating_mul(n);
+    let (mut found, mut ended) = (0, false);
+    while found < numbers {
+        match words.next() {
+            Some("end") => {
+                ended = true;
+                break;
+            }
+            Some(_) => found += 1,
+            None => break,
+        }
+    }
+    if found < numbers {
+        let stop = if ended { "`end`" } else { "the end of the file" };
+        return Err(format!(
+            "the input's matrix is cut short: `{m} {n}` after `begin` promises {m} rows of {n} numbers, and {stop} \
+             comes after {found}"
+        ));
+    }
     while let Some(word) = words.next() {
         if let Some((_, why)) = REFUSED.iter().find(|(name, _)| *name == word) {
             return Err(format!("the input's option `{word}` {why}: bts run lrs cannot take it; remove it"));
@@ -52,6 +74,11 @@ pub fn read(input: &str) -> Result<InputOptions, String> {
         }
     }
     Ok(options)
+}
+
+/// A line's words up to a comment, which a `*` starts and the line ends.
+fn words_of(line: &str) -> impl Iterator<Item = &str> {
+    line.split_whitespace().take_while(|w| !w.starts_with('*'))
 }
 
 #[cfg(test)]
@@ -78,6 +105,20 @@ mod tests {
         let text = "cube\nH-representation\nbegin\n2 2 rational\n1 1 1\n-1\nmaxdepth 2\n";
         assert_eq!(read(text), Ok(InputOptions { max_depth: Some(2) }));
         assert_eq!(read("x\nbegin\nthree 2 rational\nmaxcobases 3\n"), Ok(InputOptions::default()));
+    }
+
+    #[test]
+    fn a_matrix_cut_short_is_refused_with_what_it_lacks() {
+        let e = read("cube\nbegin\n2 2 rational\n1 1\n1\n").unwrap_err();
+        assert!(e.contains("promises 2 rows of 2 numbers, and the end of the file comes after 3"), "{e}");
+        let e = read("cube\nbegin\n2 2 rational\n1 1\nend\n").unwrap_err();
+        assert!(e.contains("`end` comes after 2"), "{e}");
+        let e = read("cube\nbegin\n2 2 rational\n").unwrap_err();
+        assert!(e.contains("comes after 0"), "{e}");
+        // A comment is not a number.
+        assert!(read("cube\nbegin\n2 2 rational\n1 1 * a row\n1\n").is_err());
+        // The matrix may start on the size line.
+        assert_eq!(read("cube\nbegin\n2 2 rational 1 1\n1 -1 maxdepth 1\n"), Ok(InputOptions { max_depth: Some(1) }));
     }
 
     #[test]

@@ -35,6 +35,11 @@ impl JobOutput {
         Self { name: name.map(str::to_string), ..Self::default() }
     }
 
+    /// Whether lrs's banner came: a program that never prints one is not lrs.
+    pub fn saw_banner(&self) -> bool {
+        self.banners > 0
+    }
+
     /// Takes one line (without its newline); an error says why it makes no sense.
     pub fn line(&mut self, line: &str) -> Result<(), String> {
         let text = line.trim();
