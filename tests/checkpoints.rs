@@ -297,6 +297,41 @@ fn an_output_file_shorter_than_the_committed_records_is_refused() {
 }
 
 #[test]
+fn a_missing_output_file_is_refused_saying_what_it_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, out) = stopped_queens_run(dir.path());
+    let held = std::fs::metadata(&out).unwrap().len();
+    std::fs::remove_file(&out).unwrap();
+    let o = bts(&["resume", ck.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("is missing: the run wrote {held} bytes")), "{}", stderr(&o));
+    assert!(!out.exists(), "a refused resume made the output");
+}
+
+#[test]
+fn an_output_or_checkpoint_that_is_not_a_regular_file_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let (fifo, folder) = (fifo.to_str().unwrap(), dir.path().to_str().unwrap());
+    for (option, path) in [("--output", "/dev/null"), ("--output", fifo), ("--output", folder), ("--checkpoint", fifo)]
+    {
+        // A pipe without a reader would block a plain open: the run must not wait for one.
+        let mut child = bts_command()
+            .args(["run", option, path, "queens", "--n", "5"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = wait_bounded(&mut child, Duration::from_secs(20));
+        let mut message = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut message).unwrap();
+        assert_eq!(status.code(), Some(2), "{option} {path}: {message}");
+        assert!(message.contains("not a regular file"), "{option} {path}: {message}");
+    }
+}
+
+#[test]
 fn an_unwritable_checkpoint_path_is_refused_up_front() {
     let o = bts(&["run", "--checkpoint", "/nonexistent-dir/run.ckpt", "queens", "--n", "5"]);
     assert_eq!(o.status.code(), Some(2));

@@ -49,6 +49,22 @@ pub fn check(args: &RunArgs, output: Option<&Path>, checkpoint: Option<&Path>) -
             )));
         }
     }
+    let needs_a_file = [
+        (
+            "--output",
+            output,
+            "the output is a file that a resumed run cuts back to its checkpoint; leave out --output to have the records on stdout",
+        ),
+        ("--checkpoint", checkpoint, "a checkpoint is a file that the run replaces as it goes"),
+    ];
+    for (option, path, why) in needs_a_file {
+        if let Some(path) = path.filter(|p| std::fs::metadata(p).is_ok_and(|m| !m.is_file())) {
+            return Err(CliError::usage(format!(
+                "{option} {} is a folder, a pipe or a device, not a regular file: {why}",
+                path.display()
+            )));
+        }
+    }
     for (_, path, what) in written {
         if let Some(path) = path {
             check_writable(path)
@@ -189,8 +205,15 @@ impl FileOutput {
     /// `(header, footer)`: the lengths of a tree's frame around the records (the footer ends a
     /// complete run's file).
     pub fn reopen(path: &Path, checkpoint: &Checkpoint, (header, footer): (u64, u64)) -> Result<Self, CliError> {
-        let mut file = open_locked(path, false)?;
         let shown = path.display();
+        if !path.exists() {
+            return Err(CliError::usage(format!(
+                "the output file {shown} is missing: the run wrote {} bytes of records to it before the checkpoint; \
+                 put it back to resume",
+                checkpoint.output_len
+            )));
+        }
+        let mut file = open_locked(path, false)?;
         let unreadable = |e: io::Error| CliError::usage(format!("cannot read the output file {shown}: {e}"));
         let whole = file.metadata().map_err(unreadable)?.len();
         // The records, and what follows them but the footer of a complete run.
