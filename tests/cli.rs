@@ -156,7 +156,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
     let out = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 22] = [
+    let cases: [(&[&str], &str); 25] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -180,6 +180,10 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["worker", "--connect", "127.0.0.1:9", "--retry", "1e300"], "not a positive number of seconds"),
         (&["run", "exec", "--job-timeout", "1e300", "--", "true"], "not a positive number of seconds"),
         (&["run", "--freq", "/nonexistent-dir/f.txt", "queens", "--n", "4"], "job sizes (--freq) file"),
+        // A tree's option before the tree's name.
+        (&["run", "--n", "8", "queens"], "if --n is an option of queens, put it after the tree's name"),
+        (&["run", "--preset=T1", "uts"], "if --preset is an option of uts, put it after"),
+        (&["estimate", "--n", "8", "queens"], "bts estimate [OPTIONS] queens --n"),
     ];
     for (args, message) in cases {
         let o = bts(args);

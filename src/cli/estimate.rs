@@ -2,7 +2,7 @@
 
 use super::args::EstimateArgs;
 use super::split::split;
-use super::{CliError, Exit, build_tree, print_clap};
+use super::{CliError, Exit, build_tree, print_clap_before_tree, tree_named};
 use crate::Registry;
 use bts_worker::RunnerSettings;
 use bts_worker::estimate::{Estimate, SplitMix64, probe};
@@ -22,7 +22,7 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         match EstimateArgs::command().try_get_matches_from(&parts.run).and_then(|m| EstimateArgs::from_arg_matches(&m))
         {
             Ok(a) => a,
-            Err(e) => return print_clap(e),
+            Err(e) => return print_clap_before_tree(e, "estimate", tree_named(registry, &parts, raw)),
         };
     crate::logging::init(args.verbose, args.quiet);
     let Some((spec, searcher)) = build_tree(registry, parts, "bts estimate [--probes K] <TREE>")? else {

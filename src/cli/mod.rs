@@ -125,6 +125,28 @@ pub(crate) fn build_tree(registry: &Registry, parts: split::Split, synopsis: &st
 }
 
 /// Help and version go to stdout (a success); a usage error becomes one line (bad usage).
+/// As [`print_clap`], for the options before `tree`'s name: an unknown one may be the tree's own,
+/// given too early (`bts run --n 8 queens`).
+pub(crate) fn print_clap_before_tree(e: clap::Error, command: &str, tree: Option<&str>) -> Result<Exit, CliError> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    match (e.kind(), e.get(ContextKind::InvalidArg), tree) {
+        (ErrorKind::UnknownArgument, Some(ContextValue::String(option)), Some(tree)) => {
+            let option = option.split('=').next().unwrap_or(option);
+            Err(CliError::usage(format!(
+                "{}; if {option} is an option of {tree}, put it after the tree's name: bts {command} [OPTIONS] {tree} {option} ...",
+                crate::registry::one_line(&e),
+            )))
+        }
+        _ => print_clap(e),
+    }
+}
+
+/// The tree named among `raw`, the arguments `parts` were split from: an unknown option before the
+/// name takes it for its value, so the first name the registry knows.
+pub(crate) fn tree_named<'a>(registry: &Registry, parts: &'a split::Split, raw: &'a [String]) -> Option<&'a str> {
+    parts.tree.iter().chain(raw).find(|a| registry.contains(a)).map(String::as_str)
+}
+
 pub(crate) fn print_clap(e: clap::Error) -> Result<Exit, CliError> {
     use clap::error::ErrorKind;
     match e.kind() {

@@ -4,7 +4,7 @@ use super::args::{Mode, OrderArg, Progress, RunArgs, SplitArg, StartArg};
 use super::files::{self, CheckpointLock, FileOutput, absolute};
 use super::split::split;
 use super::worker::{read_or_make_token, read_token};
-use super::{CliError, Exit, build_tree, print_clap};
+use super::{CliError, Exit, build_tree, print_clap_before_tree, tree_named};
 use crate::{ListenOptions, MonitorOptions, PollingStart, ProgressMode, Registry, Run, RunMode, RunOptions, SplitRule};
 use bts_checkpoints::{Checkpoint, StoredMode};
 use bts_master::{BudgetConfig, Discard, OptimumConfig, Order, Outcome, Output, SchedulerConfig, StopReason};
@@ -21,7 +21,7 @@ use std::time::Duration;
 pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let parts = split(raw, &RunArgs::command());
     let trees_help = format!("Trees (bts run <TREE> --help for their options):\n{}", registry.describe());
-    let args = match parse(&parts.run, RunArgs::command().after_help(trees_help))? {
+    let args = match parse(&parts.run, RunArgs::command().after_help(trees_help), tree_named(registry, &parts, raw))? {
         Parsed::Args(a) => a,
         Parsed::Exit(e) => return Ok(e),
     };
@@ -65,7 +65,7 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         .name("bts resume")
         .about("Carry on a run from its checkpoint; run options given change the stored ones")
         .override_usage("bts resume <CHECKPOINT> [RUN-OPTIONS]");
-    let args = match parse(&parts.run, command)? {
+    let args = match parse(&parts.run, command, None)? {
         Parsed::Args(a) => a,
         Parsed::Exit(e) => return Ok(e),
     };
@@ -247,7 +247,9 @@ enum Parsed {
     Exit(Exit),
 }
 
-fn parse(run_options: &[String], command: clap::Command) -> Result<Parsed, CliError> {
+/// Parses the run options; `tree`: the tree named after them, whose own options they may have
+/// taken by mistake (`bts run --n 8 queens`).
+fn parse(run_options: &[String], command: clap::Command, tree: Option<&str>) -> Result<Parsed, CliError> {
     let matches = command.try_get_matches_from(run_options);
     let args = matches.and_then(|m| RunArgs::from_arg_matches(&m));
     match args {
@@ -255,7 +257,7 @@ fn parse(run_options: &[String], command: clap::Command) -> Result<Parsed, CliEr
             crate::logging::init(a.verbose, a.quiet);
             Ok(Parsed::Args(Box::new(a)))
         }
-        Err(e) => print_clap(e).map(Parsed::Exit),
+        Err(e) => print_clap_before_tree(e, "run", tree).map(Parsed::Exit),
     }
 }
 
