@@ -224,7 +224,7 @@ impl Monitor {
             }
             Display::Lines { next } if now >= *next && !last => {
                 *next = now + LINE_EVERY;
-                eprintln!("bts: {}", line().0);
+                crate::logging::say!("bts: {}", line().0);
             }
             _ => {}
         }

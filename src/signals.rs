@@ -1,4 +1,4 @@
-//! SIGINT and SIGTERM: the first stops the run cleanly (the jobs out with workers are waited for, or
+//! SIGINT, SIGTERM and SIGHUP: the first stops the run cleanly (the jobs out with workers are waited for, or
 //! polling workers paused); a second one exits at once. Received by a task on the process's I/O
 //! runtime ([`bts_protocol::runtime`]).
 
@@ -9,8 +9,8 @@ use tokio::signal::unix::{SignalKind, signal};
 
 pub fn forward(stopper: Stopper) {
     let _runtime = runtime().enter();
-    let (Ok(mut interrupt), Ok(mut terminate)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-    else {
+    let kinds = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), signal(SignalKind::hangup()));
+    let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = kinds else {
         tracing::warn!("cannot install signal handlers; Ctrl-C will not stop the run cleanly");
         return;
     };
@@ -20,19 +20,22 @@ pub fn forward(stopper: Stopper) {
             let signal = tokio::select! {
                 Some(()) = interrupt.recv() => libc::SIGINT,
                 Some(()) = terminate.recv() => libc::SIGTERM,
+                // The terminal closed (a lost ssh session): stop as for SIGTERM, saving the run,
+                // where the default would kill it.
+                Some(()) = hangup.recv() => libc::SIGHUP,
                 else => return,
             };
             seen += 1;
             if seen == 1 {
-                eprintln!(
+                crate::logging::say!(
                     "bts: signal {signal}: stopping once the workers hand their work back (signal again to quit now)"
                 );
                 stopper.stop(StopReason::Signal);
             } else if seen == 2 {
-                eprintln!("bts: second signal: saving what is committed and quitting now");
+                crate::logging::say!("bts: second signal: saving what is committed and quitting now");
                 stopper.abort(StopReason::Signal);
             } else {
-                eprintln!("bts: third signal: quitting without saving");
+                crate::logging::say!("bts: third signal: quitting without saving");
                 std::process::exit(3);
             }
         }

@@ -69,7 +69,7 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             if Instant::now() >= next {
                 next += PROGRESS_EVERY;
                 let so_far = shared.lock().expect("no probing thread panics holding it").clone();
-                eprintln!(
+                crate::logging::say!(
                     "bts: {:.0} s: {} of {} probes, about {:.0} nodes so far",
                     started.elapsed().as_secs_f64(),
                     so_far.probes,

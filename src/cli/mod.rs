@@ -63,7 +63,7 @@ pub fn run(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Exi
     match run_cli(registry, args) {
         Ok(exit) => exit,
         Err(e) => {
-            eprintln!("bts: error: {}", e.message);
+            crate::logging::say!("bts: error: {}", e.message);
             e.exit
         }
     }

@@ -291,7 +291,7 @@ fn execute(
     let mut finished = finished;
     finished.summary.mixed_modes = mixed_modes;
     let summary = &finished.summary;
-    eprint!("{}", summary.human());
+    crate::logging::say!("{}", summary.human().trim_end_matches('\n'));
     if let Some(path) = &args.output.summary_json {
         let json = serde_json::to_string(summary).expect("a summary serialises") + "\n";
         let written = match path.as_os_str() == "-" {
@@ -326,7 +326,7 @@ fn execute(
             Err(CliError::failure(format!("every worker was lost; {}", resume_hint())))
         }
         Outcome::Stopped(_) => {
-            eprintln!("bts: stopped early ({}); {}", summary.outcome, resume_hint());
+            crate::logging::say!("bts: stopped early ({}); {}", summary.outcome, resume_hint());
             Ok(Exit::Stopped)
         }
         Outcome::Failed(f) => {

@@ -68,7 +68,7 @@ pub fn read_or_make_token(path: &Path) -> Result<Vec<u8>, CliError> {
             file.write_all(format!("{token}\n").as_bytes())
                 .and_then(|_| file.sync_all())
                 .map_err(|e| CliError::usage(format!("cannot write the new token file {}: {e}", path.display())))?;
-            eprintln!(
+            crate::logging::say!(
                 "bts: made a new token in {0} (readable by you only); give the workers the same file: \
                  bts worker --token-file {0} ...",
                 path.display()
