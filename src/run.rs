@@ -227,6 +227,11 @@ impl Run {
         self
     }
 
+    /// Where the run saves itself, if anywhere.
+    pub fn checkpoint(&self) -> Option<&std::path::Path> {
+        self.options.checkpoint.as_deref()
+    }
+
     pub fn stopper(&self) -> Stopper {
         Stopper(self.events.0.clone())
     }

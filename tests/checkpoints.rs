@@ -321,6 +321,24 @@ fn a_missing_output_file_is_refused_saying_what_it_held() {
 }
 
 #[test]
+fn a_missing_output_file_that_held_nothing_yet_is_made_afresh() {
+    // As after a full disk: the run stopped before its first records were committed, and the
+    // user removed the output to make room.
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, out) = (dir.path().join("run.ckpt"), dir.path().join("out.txt"));
+    let o = bts(&["run", "--checkpoint", ck.to_str().unwrap(), "--output", out.to_str().unwrap()]
+        .into_iter()
+        .chain(["--node-limit", "1", "queens", "--n", "9"])
+        .collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(inspect(&ck)["output"]["committed_bytes"], 0);
+    std::fs::remove_file(&out).unwrap();
+    let o = bts(&["resume", ck.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    check_queens_output(&out, 9);
+}
+
+#[test]
 fn an_output_or_checkpoint_that_is_not_a_regular_file_is_refused_up_front() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");

@@ -303,30 +303,36 @@ fn sum_records(file: &mut File, offset: u64, len: u64) -> io::Result<OutputSum> 
     sum_prefix(file, len)
 }
 
+impl FileOutput {
+    /// `e`, naming the file (a full disk must say which file it stopped).
+    fn named(&self, e: io::Error) -> io::Error {
+        io::Error::new(e.kind(), format!("cannot write the output file {}: {e}", self.path.display()))
+    }
+}
+
 impl Write for FileOutput {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.begin()?;
-        let n = self.writer.write(buf)?;
+        self.begin().map_err(|e| self.named(e))?;
+        let n = self.writer.write(buf).map_err(|e| self.named(e))?;
         self.sum.update(&buf[..n]);
         Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.writer.flush()
+        self.writer.flush().map_err(|e| self.named(e))
     }
 }
 
 impl Output for FileOutput {
     fn sync(&mut self) -> io::Result<()> {
-        self.begin()?;
-        self.writer.flush()?;
-        self.writer.get_ref().sync_data()?;
+        self.begin().map_err(|e| self.named(e))?;
+        self.writer.flush().and_then(|_| self.writer.get_ref().sync_data()).map_err(|e| self.named(e))?;
         self.marks[1] = self.sum.clone();
         Ok(())
     }
 
     fn rewind(&mut self, len: u64) -> io::Result<()> {
-        self.begin()?;
+        self.begin().map_err(|e| self.named(e))?;
         self.writer.flush()?;
         let file = self.writer.get_mut();
         file.set_len(self.offset + len)?;

@@ -119,12 +119,13 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     // A tree that frames its output file (lrs): records start after its header, and a complete
     // file ends with its footer.
     let frame = (searcher.file_frame(None), searcher.file_frame(Some(checkpoint.totals.outputs)));
-    let frame_len = match frame {
+    let frame_len = match &frame {
         (Some(new), Some(complete)) => (new.header.len() as u64, complete.footer.len() as u64),
         _ => (0, 0),
     };
     let given = args.output.output.is_some();
-    let output = reopen_output(given, &checkpoint, output_path.as_deref(), warnings, frame_len)?;
+    let header = frame.0.as_ref().map_or("", |f| f.header.as_str());
+    let output = reopen_output(given, &checkpoint, output_path.as_deref(), warnings, (header, frame_len))?;
     options.output_path = output_path.as_deref().map(absolute);
     let framed = options.output_path.clone().filter(|_| frame_len.0 > 0).map(|p| (p, Arc::clone(&searcher)));
     let polling = matches!(options.mode, RunMode::Polling { .. });
@@ -272,11 +273,20 @@ fn execute(
     framed: Option<(PathBuf, Arc<dyn Searcher>)>,
 ) -> Result<Exit, CliError> {
     crate::signals::forward(run.stopper());
+    let checkpoint = run.checkpoint().map(Path::to_path_buf);
     let finished = run.run_to(&mut *output).map_err(|e| match e {
         crate::RunError::Checkpoint { .. }
         | crate::RunError::Listen { .. }
         | crate::RunError::Unsupported(_)
         | crate::RunError::History(_) => CliError::usage(e),
+        // The output failed (a full disk): what the last checkpoint saved is still whole.
+        crate::RunError::Io(e) => match &checkpoint {
+            Some(path) => CliError::failure(format!(
+                "{e}\nbts: the checkpoint {0} holds the run as of its last save: bts resume {0} carries on from it",
+                path.display()
+            )),
+            None => CliError::failure(e),
+        },
         e => CliError::failure(e),
     })?;
     drop(output);
@@ -507,18 +517,21 @@ fn open_output(
 }
 
 /// Where the records of a resumed run go: the output file at `path`, checked against the
-/// checkpoint (`given`: named by --output), nowhere, or stdout (with `warnings`). `frame_len`: the
-/// lengths of the tree's header and footer in the file.
+/// checkpoint (`given`: named by --output), nowhere, or stdout (with `warnings`). `frame`: the
+/// header of the tree's new file, and the lengths of its header and footer in the file.
 fn reopen_output(
     given: bool,
     checkpoint: &Checkpoint,
     path: Option<&Path>,
     warnings: Vec<&'static str>,
-    frame_len: (u64, u64),
+    (header, frame_len): (&str, (u64, u64)),
 ) -> Result<Box<dyn Output>, CliError> {
     let relative = checkpoint.options.output.as_ref().is_some_and(|o| o.is_relative());
     Ok(match path {
         _ if checkpoint.options.count_only => Box::new(Discard),
+        // Nothing of it to keep (a run stopped before its first records, its file removed to free
+        // a full disk): made afresh.
+        Some(p) if !p.exists() && checkpoint.resumed_output_len() == 0 => Box::new(FileOutput::create(p, header)?),
         Some(p) => Box::new(FileOutput::reopen(p, checkpoint, frame_len).map_err(|e| match given || !relative {
             true => e,
             false => CliError::usage(format!(
