@@ -1,5 +1,5 @@
 //! Legacy enumeration programs as bts workers: `bts run exec [OPTIONS] -- PROGRAM [ARGS...]`, and
-//! the built-in `bts run lrs FILE` on the same machinery (see [`lrs`]).
+//! the built-in `bts run lrs FILE` on the same machinery (see [`LrsSearcher`]).
 //!
 //! A program that can search a subtree under a budget talks to bts through a line protocol on its
 //! stdin and stdout (ARCHITECTURE.md, "Legacy programs"; the README walks through adapting one). A

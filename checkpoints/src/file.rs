@@ -12,7 +12,7 @@ pub fn write(path: &Path, checkpoint: &Checkpoint) -> io::Result<()> {
     write_atomically(path, &encode(checkpoint), false)
 }
 
-/// Replaces `path` with `bytes` as [`write`] does; `private` makes the file readable by its owner
+/// Replaces `path` with `bytes` as [`write()`] does; `private` makes the file readable by its owner
 /// only (it holds a secret).
 pub fn write_atomically(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> {
     let tmp = temporary_path(path);

@@ -16,7 +16,7 @@
 //! Version 1 files, which have no output seal and no counters, are still read: their output file
 //! is checked by its length only.
 //!
-//! Files are replaced atomically ([`write`]): the previous checkpoint stays valid until the new one
+//! Files are replaced atomically ([`write()`]): the previous checkpoint stays valid until the new one
 //! is complete on disk. `README.md` beside this crate argues why resuming from a checkpoint, however
 //! the run ended, counts every node and writes every output record exactly once.
 

@@ -37,7 +37,7 @@ pub struct SchedulerConfig {
     /// a branch and bound then runs its jobs as near to depth-first order as the threads allow,
     /// each job taking the most promising node left, instead of one queued behind it.
     pub queue_ahead: Duration,
-    /// Keep the number of nodes of every committed job, for [`Scheduler::job_sizes`].
+    /// Keep the number of nodes of every committed job, for `--freq`.
     pub record_job_sizes: bool,
     /// A branch and bound's ties and target.
     pub optimum: OptimumConfig,

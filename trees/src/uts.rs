@@ -363,7 +363,7 @@ impl Uts {
 /// the CPU overlaps (one at a time, each waits for the last).
 const BATCH: usize = 4;
 
-/// The children of a UTS node, one SHA-1 compression each, computed in batches of [`BATCH`].
+/// The children of a UTS node, one SHA-1 compression each, computed four at a time.
 pub struct UtsChildren<'a> {
     uts: &'a Uts,
     parent: UtsNode,

@@ -178,7 +178,7 @@ impl Profile {
         }
     }
 
-    /// The share of the estimate carried by levels that fewer than [`MIN_REACH`] probes reached.
+    /// The share of the estimate carried by levels that fewer than `MIN_REACH` (10) probes reached.
     pub fn unseen_share(&self) -> f64 {
         let total: f64 = self.weight.iter().sum();
         if total <= 0.0 {
