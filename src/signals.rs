@@ -9,7 +9,9 @@ use tokio::signal::unix::{SignalKind, signal};
 
 pub fn forward(stopper: Stopper) {
     let _runtime = runtime().enter();
-    let kinds = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), signal(SignalKind::hangup()));
+    // Under `nohup` a hangup is ignored, and stays so.
+    let hangup = (!ignored(libc::SIGHUP)).then(|| signal(SignalKind::hangup())).transpose();
+    let kinds = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), hangup);
     let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = kinds else {
         tracing::warn!("cannot install signal handlers; Ctrl-C will not stop the run cleanly");
         return;
@@ -22,7 +24,7 @@ pub fn forward(stopper: Stopper) {
                 Some(()) = terminate.recv() => libc::SIGTERM,
                 // The terminal closed (a lost ssh session): stop as for SIGTERM, saving the run,
                 // where the default would kill it.
-                Some(()) = hangup.recv() => libc::SIGHUP,
+                Some(()) = async { hangup.as_mut()?.recv().await } => libc::SIGHUP,
                 else => return,
             };
             seen += 1;
@@ -40,4 +42,13 @@ pub fn forward(stopper: Stopper) {
             }
         }
     });
+}
+
+/// Whether `signal` is ignored (`SIG_IGN`), as `nohup` leaves SIGHUP for the programs it starts.
+fn ignored(signal: libc::c_int) -> bool {
+    // SAFETY: a null new action only reads the current one into `old`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
 }

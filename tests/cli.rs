@@ -3,7 +3,7 @@
 use crate::util::*;
 use serde_json::Value;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -148,6 +148,30 @@ fn sigint_stops_the_run_cleanly_with_status_3() {
     assert_eq!(status.code(), Some(3));
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(s["outcome"], "signal");
+}
+
+#[test]
+fn a_hangup_stops_the_run_unless_nohup_ignores_it() {
+    let run = ["run", "--workers", "1", "--progress", "never", "uts", "--preset", "T1XXL"];
+    // Under nohup the hangup is ignored: the run goes on until SIGTERM.
+    let mut child = Command::new("nohup")
+        .arg(env!("CARGO_BIN_EXE_bts"))
+        .args(run)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, "-HUP");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "a hangup stopped a run started under nohup");
+    signal(&child, "-TERM");
+    assert_eq!(wait_bounded(&mut child, Duration::from_secs(20)).code(), Some(3));
+    // Without it, the hangup stops the run cleanly.
+    let mut child = bts_command().args(run).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, "-HUP");
+    assert_eq!(wait_bounded(&mut child, Duration::from_secs(20)).code(), Some(3));
 }
 
 /// Bad input: exit status 2, one line naming the problem, no panic.
