@@ -1,6 +1,6 @@
-//! SIGINT, SIGTERM and SIGHUP: the first stops the run cleanly (the jobs out with workers are waited for, or
-//! polling workers paused); a second one exits at once. Received by a task on the process's I/O
-//! runtime ([`bts_protocol::runtime`]).
+//! SIGINT, SIGTERM and SIGHUP: the first stops the run cleanly (the jobs out with workers are
+//! waited for, or polling workers paused); a second one exits at once. Received by a task on the
+//! process's I/O runtime ([`bts_protocol::runtime`]).
 
 use crate::run::Stopper;
 use bts_master::StopReason;
