@@ -107,24 +107,18 @@ impl Monitor {
         let create = |p: &PathBuf, what: &str| {
             File::create(p).map(|f| BufWriter::with_capacity(1 << 16, f)).map_err(|e| named(p, what, e))
         };
-        let hist = match options.hist.as_ref() {
-            Some(p) => {
-                // A resumed run carries on the history of the segments before it.
-                let carried = match before_s > 0.0 {
-                    true => carry_on_history(p, before_s).map_err(|e| named(p, HIST, e))?,
-                    false => None,
-                };
-                match carried {
-                    Some(h) => Some(h),
-                    None => {
-                        let mut h = create(p, HIST)?;
-                        writeln!(h, "{HIST_HEADER}")?;
-                        Some(h)
-                    }
-                }
+        let open_hist = |p: &PathBuf| {
+            // A resumed run carries on the history of the segments before it.
+            if before_s > 0.0
+                && let Some(h) = carry_on_history(p, before_s).map_err(|e| named(p, HIST, e))?
+            {
+                return Ok(h);
             }
-            None => None,
+            let mut h = create(p, HIST)?;
+            writeln!(h, "{HIST_HEADER}")?;
+            Ok::<_, std::io::Error>(h)
         };
+        let hist = options.hist.as_ref().map(open_hist).transpose()?;
         let freq = options.freq.as_ref().map(|p| create(p, FREQ)).transpose()?;
         let display = match options.progress {
             ProgressMode::Never => Display::None,

@@ -273,6 +273,16 @@ impl FileOutput {
 
     /// Cuts the file to where the run starts, once.
     fn begin(&mut self) -> io::Result<()> {
+        self.cut_to_start().map_err(|e| self.named(e))
+    }
+
+    /// `e`, naming the file (a full disk must say which file it stopped).
+    fn named(&self, e: io::Error) -> io::Error {
+        io::Error::new(e.kind(), format!("cannot write the output file {}: {e}", self.path.display()))
+    }
+
+    /// [`begin`](Self::begin)'s work, its errors not yet naming the file.
+    fn cut_to_start(&mut self) -> io::Result<()> {
         if let Some(records) = self.start.take() {
             let file = self.writer.get_mut();
             if let Some(header) = self.header.take() {
@@ -303,16 +313,9 @@ fn sum_records(file: &mut File, offset: u64, len: u64) -> io::Result<OutputSum> 
     sum_prefix(file, len)
 }
 
-impl FileOutput {
-    /// `e`, naming the file (a full disk must say which file it stopped).
-    fn named(&self, e: io::Error) -> io::Error {
-        io::Error::new(e.kind(), format!("cannot write the output file {}: {e}", self.path.display()))
-    }
-}
-
 impl Write for FileOutput {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.begin().map_err(|e| self.named(e))?;
+        self.begin()?;
         let n = self.writer.write(buf).map_err(|e| self.named(e))?;
         self.sum.update(&buf[..n]);
         Ok(n)
@@ -325,14 +328,14 @@ impl Write for FileOutput {
 
 impl Output for FileOutput {
     fn sync(&mut self) -> io::Result<()> {
-        self.begin().map_err(|e| self.named(e))?;
+        self.begin()?;
         self.writer.flush().and_then(|_| self.writer.get_ref().sync_data()).map_err(|e| self.named(e))?;
         self.marks[1] = self.sum.clone();
         Ok(())
     }
 
     fn rewind(&mut self, len: u64) -> io::Result<()> {
-        self.begin().map_err(|e| self.named(e))?;
+        self.begin()?;
         self.writer.flush()?;
         let file = self.writer.get_mut();
         file.set_len(self.offset + len)?;

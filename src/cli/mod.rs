@@ -124,7 +124,6 @@ pub(crate) fn build_tree(registry: &Registry, parts: split::Split, synopsis: &st
     }
 }
 
-/// Help and version go to stdout (a success); a usage error becomes one line (bad usage).
 /// As [`print_clap`], for the options before `tree`'s name: an unknown one may be the tree's own,
 /// given too early (`bts run --n 8 queens`).
 pub(crate) fn print_clap_before_tree(e: clap::Error, command: &str, tree: Option<&str>) -> Result<Exit, CliError> {
@@ -147,6 +146,7 @@ pub(crate) fn tree_named<'a>(registry: &Registry, parts: &'a split::Split, raw: 
     parts.tree.iter().chain(raw).find(|a| registry.contains(a)).map(String::as_str)
 }
 
+/// Help and version go to stdout (a success); a usage error becomes one line (bad usage).
 pub(crate) fn print_clap(e: clap::Error) -> Result<Exit, CliError> {
     use clap::error::ErrorKind;
     match e.kind() {
