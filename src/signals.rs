@@ -1,32 +1,53 @@
-//! SIGINT, SIGTERM and SIGHUP: the first stops the run cleanly (the jobs out with workers are
-//! waited for, or polling workers paused); a second one exits at once. Received by a task on the
-//! process's I/O runtime ([`bts_protocol::runtime`]).
+//! SIGINT, SIGTERM and SIGHUP, received by a task on the process's I/O runtime
+//! ([`bts_protocol::runtime`]). A run: the first stops it cleanly (the jobs out with workers are
+//! waited for, or polling workers paused); a second one exits at once. A worker process: the first
+//! has it leave the run, handing its work back; a second one quits at once.
 
 use crate::run::Stopper;
 use bts_master::StopReason;
 use bts_protocol::runtime::runtime;
-use tokio::signal::unix::{SignalKind, signal};
+use bts_worker::remote::CancellationToken;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+/// The signals that stop bts.
+struct Stops {
+    interrupt: Signal,
+    terminate: Signal,
+    hangup: Option<Signal>,
+}
+
+impl Stops {
+    /// Installs the handlers (on the runtime, which must be entered).
+    fn install() -> Option<Stops> {
+        // Under `nohup` a hangup is ignored, and stays so.
+        let hangup = (!ignored(libc::SIGHUP)).then(|| signal(SignalKind::hangup())).transpose();
+        match (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), hangup) {
+            (Ok(interrupt), Ok(terminate), Ok(hangup)) => Some(Stops { interrupt, terminate, hangup }),
+            _ => {
+                tracing::warn!("cannot install signal handlers; Ctrl-C will not stop bts cleanly");
+                None
+            }
+        }
+    }
+
+    /// The next signal's number.
+    async fn next(&mut self) -> Option<libc::c_int> {
+        tokio::select! {
+            Some(()) = self.interrupt.recv() => Some(libc::SIGINT),
+            Some(()) = self.terminate.recv() => Some(libc::SIGTERM),
+            // The terminal closed (a lost ssh session): as for SIGTERM, where the default would kill.
+            Some(()) = async { self.hangup.as_mut()?.recv().await } => Some(libc::SIGHUP),
+            else => None,
+        }
+    }
+}
 
 pub fn forward(stopper: Stopper) {
     let _runtime = runtime().enter();
-    // Under `nohup` a hangup is ignored, and stays so.
-    let hangup = (!ignored(libc::SIGHUP)).then(|| signal(SignalKind::hangup())).transpose();
-    let kinds = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), hangup);
-    let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = kinds else {
-        tracing::warn!("cannot install signal handlers; Ctrl-C will not stop the run cleanly");
-        return;
-    };
+    let Some(mut stops) = Stops::install() else { return };
     runtime().spawn(async move {
         let mut seen = 0;
-        loop {
-            let signal = tokio::select! {
-                Some(()) = interrupt.recv() => libc::SIGINT,
-                Some(()) = terminate.recv() => libc::SIGTERM,
-                // The terminal closed (a lost ssh session): stop as for SIGTERM, saving the run,
-                // where the default would kill it.
-                Some(()) = async { hangup.as_mut()?.recv().await } => libc::SIGHUP,
-                else => return,
-            };
+        while let Some(signal) = stops.next().await {
             seen += 1;
             if seen == 1 {
                 crate::logging::say!(
@@ -38,6 +59,30 @@ pub fn forward(stopper: Stopper) {
                 stopper.abort(StopReason::Signal);
             } else {
                 crate::logging::say!("bts: third signal: quitting without saving");
+                std::process::exit(3);
+            }
+        }
+    });
+}
+
+/// A worker process: the first signal cancels `leave`, a second one exits at once (status 3).
+pub fn leave_on_signal(leave: CancellationToken) {
+    let _runtime = runtime().enter();
+    let Some(mut stops) = Stops::install() else { return };
+    runtime().spawn(async move {
+        let mut seen = 0;
+        while let Some(signal) = stops.next().await {
+            seen += 1;
+            if seen == 1 {
+                crate::logging::say!(
+                    "bts: signal {signal}: leaving the run once this worker's work is handed back (signal again to \
+                     quit now)"
+                );
+                leave.cancel();
+            } else {
+                crate::logging::say!(
+                    "bts: second signal: quitting now (the master redoes this worker's unfinished work)"
+                );
                 std::process::exit(3);
             }
         }

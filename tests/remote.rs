@@ -619,6 +619,57 @@ fn a_silent_polling_process_is_dropped_and_the_run_rolled_back() {
     assert_records_once(&out, 365_596);
 }
 
+/// A remote worker told to stop (a signal) leaves the run handing its work back, and the run
+/// completes exactly without it: in budget mode after reporting the jobs it was running (those
+/// queued for it go to others), in polling mode once the master has dealt its nodes to the other
+/// workers, with no rollback. The worker exits 3.
+fn a_worker_told_to_stop_leaves_handing_its_work_back(mode: &str, signal_name: &str) {
+    let args = ["--mode", mode, "--workers", "1", "-v", "--count-only", "queens", "--n", "16"];
+    let master = Master::start(&args);
+    let leaver = worker(&["--connect", &master.address, "--threads", "1"]);
+    let stays = worker(&["--connect", &master.address, "--threads", "1"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(&leaver, signal_name);
+    let (code, log) = worker_output(leaver);
+    assert_eq!(code, Some(3), "{log}");
+    assert!(log.contains("left the run; the master has this worker's work"), "{log}");
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    // 16-queens has 14,772,512 solutions (OEIS A000170).
+    assert_eq!(summary["outputs"], 14_772_512, "{log}");
+    let (left, lost) = match mode {
+        "polling" => ("workers leave the run, handing their nodes over", "back to the last snapshot"),
+        _ => ("remote worker told to stop left the run", "worker lost"),
+    };
+    assert!(log.contains(left), "{log}");
+    assert!(!log.contains(lost), "{log}");
+    let (code, log) = worker_output(stays);
+    assert_eq!(code, Some(0), "{log}");
+}
+
+#[test]
+fn a_budget_worker_told_to_stop_reports_its_jobs_and_leaves() {
+    a_worker_told_to_stop_leaves_handing_its_work_back("budget", "-INT");
+}
+
+#[test]
+fn a_polling_worker_told_to_stop_hands_its_nodes_over_without_a_rollback() {
+    a_worker_told_to_stop_leaves_handing_its_work_back("polling", "-TERM");
+}
+
+/// A worker still waiting for its master stops at once on a signal.
+#[test]
+fn a_worker_waiting_for_its_master_stops_at_once_on_a_signal() {
+    let waiting = worker(&["--connect", "127.0.0.1:1", "--retry", "60"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    signal(&waiting, "-HUP");
+    let (code, log) = worker_output(waiting);
+    assert_eq!(code, Some(3), "{log}");
+    assert!(asked.elapsed() < Duration::from_secs(10), "{log}");
+    assert!(log.contains("signal 1"), "{log}");
+}
+
 /// Ctrl-Z, a debugger or a batch system's suspend stops a worker for a while; when it goes on, so
 /// does its part of the run: the reads its stop interrupted are no error.
 fn a_suspended_remote_worker_carries_on(mode: &str) {

@@ -54,6 +54,8 @@ pub enum Event {
     Message(WorkerId, FromWorker),
     /// The worker's connection or thread is gone.
     Disconnected(WorkerId),
+    /// A remote worker left the run when told to stop, after the reports of the jobs it ran.
+    Left(WorkerId),
     /// Stop the run once the jobs out with workers are back (a signal, ...).
     Stop(StopReason),
     /// Stop now: save what is committed and leave the jobs out with workers to the checkpoint.
@@ -70,6 +72,8 @@ pub enum Event {
     },
     /// A remote polling process is gone.
     ProcessLeft(u64),
+    /// A remote polling process asks to leave the run (it was told to stop).
+    ProcessLeaving(u64),
     /// A remote polling process's counts for a termination wave.
     Counts {
         process: u64,
@@ -328,8 +332,16 @@ pub fn drive(
                 links.remove(&worker);
                 scheduler.handle_disconnect(worker);
             }
+            Event::Left(worker) => {
+                links.remove(&worker);
+                scheduler.handle_leave(worker);
+            }
             Event::Stop(reason) => scheduler.stop(reason),
-            Event::Poll(_) | Event::ProcessJoined { .. } | Event::ProcessLeft(_) | Event::Counts { .. } => {}
+            Event::Poll(_)
+            | Event::ProcessJoined { .. }
+            | Event::ProcessLeft(_)
+            | Event::ProcessLeaving(_)
+            | Event::Counts { .. } => {}
             Event::Abort(reason) => {
                 save(scheduler, output, observer, true)?;
                 observer.finish(scheduler);
@@ -429,11 +441,22 @@ pub fn drive_polling(
             // A target reached writes the best records as the pause completes: before the save.
             flush(coordinator, output, &mut written)?;
             match why {
-                PauseFor::Checkpoint => {
-                    if let Err(e) = save(coordinator, output, observer, false) {
+                PauseFor::Checkpoint | PauseFor::Leave => {
+                    if why == PauseFor::Checkpoint
+                        && let Err(e) = save(coordinator, output, observer, false)
+                    {
                         tracing::warn!("cannot write a periodic checkpoint: {e}; the previous one stays valid");
                     }
                     coordinator.resume();
+                    // Processes whose workers all left go once told to finish.
+                    while let Some((worker, message)) = coordinator.poll_send() {
+                        deliver(routes, &processes, worker, message);
+                    }
+                    let before = processes.len();
+                    processes.retain(|_, p| !coordinator.left(p.first, p.count));
+                    if processes.len() < before {
+                        announce_peers(routes, &processes);
+                    }
                 }
                 PauseFor::Stop(reason) => {
                     save(coordinator, output, observer, true)?;
@@ -500,6 +523,12 @@ pub fn drive_polling(
                 processes.insert(process, Process { first, count: threads, address: peer_address, link });
                 announce_peers(routes, &processes);
             }
+            Event::ProcessLeaving(process) => {
+                if let Some(p) = processes.get(&process) {
+                    tracing::info!(process, "a remote polling worker asks to leave: pausing to take its nodes");
+                    coordinator.leave(p.first, p.count);
+                }
+            }
             Event::ProcessLeft(process) => {
                 if let Some(p) = processes.remove(&process) {
                     coordinator.remove_workers(p.first, p.count);
@@ -507,7 +536,11 @@ pub fn drive_polling(
                 }
             }
             Event::Counts { wave, counts, .. } => coordinator.wave_counts(wave, counts),
-            Event::Joined { .. } | Event::Message(..) | Event::Disconnected(_) | Event::Latency { .. } => {}
+            Event::Joined { .. }
+            | Event::Message(..)
+            | Event::Disconnected(_)
+            | Event::Left(_)
+            | Event::Latency { .. } => {}
         }
     }
 }

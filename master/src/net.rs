@@ -225,7 +225,7 @@ async fn serve_connection(
             () = shared.over.cancelled() => return,
         };
         match ended {
-            Ended::Closed => tracing::info!(%peer, process, "remote polling worker left"),
+            Ended::Closed | Ended::Left => tracing::info!(%peer, process, "remote polling worker left"),
             Ended::Broken(why) => tracing::warn!(%peer, process, "remote polling worker dropped: {why}"),
         }
         let _ = handle.shutdown(Shutdown::Both);
@@ -246,13 +246,16 @@ async fn serve_connection(
         reason = read_loop(&mut frames, silence, first, threads, &shared.events, &ping) => reason,
         () = shared.over.cancelled() => return,
     };
-    match reason {
+    match &reason {
         Ended::Closed => tracing::info!(%peer, first_worker = first, "remote worker left"),
         Ended::Broken(why) => tracing::warn!(%peer, first_worker = first, "remote worker dropped: {why}"),
+        Ended::Left => tracing::info!(%peer, first_worker = first, "remote worker told to stop left the run"),
     }
     let _ = handle.shutdown(Shutdown::Both);
     for t in 0..threads {
-        let _ = shared.events.send(Event::Disconnected(first + u64::from(t)));
+        let worker = first + u64::from(t);
+        let _ =
+            shared.events.send(if reason == Ended::Left { Event::Left(worker) } else { Event::Disconnected(worker) });
     }
 }
 
@@ -313,6 +316,7 @@ fn frame_name(frame: &WorkerFrame) -> &'static str {
         WorkerFrame::Report(_) => "Report",
         WorkerFrame::Counts { .. } => "Counts",
         WorkerFrame::Leaving { .. } => "Leaving",
+        WorkerFrame::Leave => "Leave",
     }
 }
 
@@ -335,11 +339,14 @@ async fn send_frame(write: &mut OwnedWriteHalf, frame: &MasterFrame) -> Result<(
 type LastPing = Mutex<Option<(u64, Instant)>>;
 
 /// How a connection ended.
+#[derive(PartialEq, Eq)]
 enum Ended {
     /// The worker hung up, or the run is over.
     Closed,
     /// Silence, a broken connection or a protocol violation.
     Broken(String),
+    /// A budget-mode worker told to stop: its last reports came before.
+    Left,
 }
 
 /// Reads frames until the connection ends or `on_frame` ends it; returns why it ended.
@@ -391,6 +398,7 @@ async fn read_loop(
             Ok(())
         }
         WorkerFrame::Leaving { reason } => Err(Ended::Broken(format!("it left: {reason}"))),
+        WorkerFrame::Leave => Err(Ended::Left),
         other => Err(Ended::Broken(format!("out of order: {} after the handshake", frame_name(&other)))),
     })
     .await
@@ -402,6 +410,7 @@ async fn read_polling(frames: &mut Frames, silence: Duration, process: u64, even
         let event = match frame {
             WorkerFrame::Report(report) => Event::Poll(report),
             WorkerFrame::Counts { wave, counts } => Event::Counts { process, wave, counts },
+            WorkerFrame::Leave => Event::ProcessLeaving(process),
             WorkerFrame::Pong { .. } => return Ok(()),
             WorkerFrame::Leaving { reason } => return Err(Ended::Broken(format!("it left: {reason}"))),
             other => return Err(Ended::Broken(format!("out of order: {} in a polling run", frame_name(&other)))),

@@ -29,6 +29,15 @@
 //! again. Only the work since the last snapshot is done twice, and it is counted once. A worker
 //! that reports `Finished` before the coordinator told it to finish is lost the same way: in a
 //! distributed run only the coordinator decides the end, so such a worker dropped its stack.
+//!
+//! # A process that asks to leave
+//! A process asked to stop (a signal to `bts worker`) leaves without a rollback: the coordinator
+//! pauses every worker as for a checkpoint, deals the leaving workers' stacks to the others and
+//! resumes them in a new epoch, then tells the leavers to finish. Work can reach a worker only in
+//! answer to its own request, and every request a leaver made was of the old epoch: a victim
+//! answers one with work only while it runs in that epoch, which ends with the pause (every work
+//! message sent before it has arrived when the pause completes). So no node can reach a leaver
+//! once it is told to finish, and its process may go.
 
 use crate::best::{Incumbents, OptimumConfig};
 use crate::joblist::deal;
@@ -48,6 +57,21 @@ pub enum PauseFor {
     Stop(StopReason),
     /// A node failed; the run stops.
     Fail(JobFailure),
+    /// Processes asked to leave; then the run carries on without them.
+    Leave,
+}
+
+impl PauseFor {
+    /// Which of two pauses asked for wins: a failure over a stop, a stop over a checkpoint, a
+    /// checkpoint over a leave (whose leavers go when the checkpoint's pause ends).
+    fn rank(&self) -> u8 {
+        match self {
+            PauseFor::Leave => 0,
+            PauseFor::Checkpoint => 1,
+            PauseFor::Stop(_) => 2,
+            PauseFor::Fail(_) => 3,
+        }
+    }
 }
 
 /// What workers that join a run nobody has started yet begin with.
@@ -70,6 +94,8 @@ enum State {
     Finished,
     /// Its process was lost.
     Gone,
+    /// It left the run (its process asked to), its stack dealt to the others.
+    Left,
 }
 
 #[derive(Debug)]
@@ -82,15 +108,17 @@ struct Slot {
     stack: u64,
     /// `Start` and `Resume` messages sent to it (see [`Counts::orders`]).
     orders: u64,
+    /// Its process asked to leave: it goes at the end of the next pause.
+    leaving: bool,
 }
 
 impl Slot {
     fn new() -> Self {
-        Slot { state: State::Running, late: Vec::new(), late_messages: 0, stack: 0, orders: 0 }
+        Slot { state: State::Running, late: Vec::new(), late_messages: 0, stack: 0, orders: 0, leaving: false }
     }
 
     fn live(&self) -> bool {
-        !matches!(self.state, State::Gone)
+        !matches!(self.state, State::Gone | State::Left)
     }
 }
 
@@ -287,6 +315,10 @@ impl Coordinator {
     /// The process running workers `first..first + count` is lost: roll back to the last snapshot.
     pub fn remove_workers(&mut self, first: u32, count: u32) {
         let end = (first as usize + count as usize).min(self.slots.len());
+        if self.left(first, count) {
+            // It left the run: it held nothing.
+            return;
+        }
         for w in first as usize..end {
             self.set_stack(w, 0);
             let slot = &mut self.slots[w];
@@ -303,8 +335,11 @@ impl Coordinator {
             return;
         }
         self.epoch += 1;
+        // A checkpoint or a leave under way is asked again after the rollback (see `reset_complete`).
         let pause_after = match self.pause.take() {
-            Some(PauseFor::Checkpoint) | None => self.reset.as_mut().and_then(|r| r.pause_after.take()),
+            Some(PauseFor::Checkpoint | PauseFor::Leave) | None => {
+                self.reset.as_mut().and_then(|r| r.pause_after.take())
+            }
             other => other,
         };
         self.snapshot = None;
@@ -351,11 +386,22 @@ impl Coordinator {
         if let Some(why) = reset.pause_after {
             self.request_pause(why);
         }
+        if self.slots.iter().any(|s| s.leaving && s.live()) {
+            self.request_pause(PauseFor::Leave);
+        }
         Some(self.totals.output_bytes)
     }
 
     pub fn handle(&mut self, report: PollReport) {
         let worker = report_worker(&report);
+        if let PollReport::Finished { pieces, moved, .. } = &report
+            && self.slots.get(worker as usize).is_some_and(|s| matches!(s.state, State::Left))
+        {
+            // A leaver's last word: it paused before it was told to finish, so it visited nothing since.
+            self.totals.jobs += pieces;
+            self.totals.returned += moved;
+            return;
+        }
         let slot_ok = self.slots.get(worker as usize).is_some_and(|s| s.live());
         if slot_ok && matches!(report, PollReport::Finished { .. }) && self.waves.is_some() && self.ending.is_none() {
             // Only the coordinator ends a distributed run: a worker that finishes untold (its
@@ -410,7 +456,7 @@ impl Coordinator {
     }
 
     fn check_finished(&mut self) {
-        if self.slots.iter().all(|s| matches!(s.state, State::Finished | State::Gone)) {
+        if self.slots.iter().all(|s| matches!(s.state, State::Finished | State::Gone | State::Left)) {
             let outcome = self.ending.clone().unwrap_or(Outcome::Complete);
             // A complete run's output is its best records, however its end was found (every
             // worker finished, or the counts of a termination wave).
@@ -454,7 +500,7 @@ impl Coordinator {
             return;
         }
         if let Some(reset) = &mut self.reset {
-            if !matches!(why, PauseFor::Checkpoint) || reset.pause_after.is_none() {
+            if reset.pause_after.as_ref().is_none_or(|p| why.rank() > p.rank()) {
                 reset.pause_after = Some(why);
             }
             return;
@@ -471,8 +517,7 @@ impl Coordinator {
                     }
                 }
             }
-            Some(PauseFor::Checkpoint) => self.pause = Some(why),
-            Some(PauseFor::Stop(_)) if matches!(why, PauseFor::Fail(_)) => self.pause = Some(why),
+            Some(current) if why.rank() > current.rank() => self.pause = Some(why),
             Some(_) => {}
         }
     }
@@ -492,7 +537,7 @@ impl Coordinator {
                     sent += s;
                     received += r + slot.late_messages;
                 }
-                State::Finished | State::Gone => {}
+                State::Finished | State::Gone | State::Left => {}
             }
         }
         if sent != received {
@@ -522,22 +567,86 @@ impl Coordinator {
         Some(why)
     }
 
-    /// After a checkpoint: every worker carries on with its own stack (and the work that reached it).
+    /// After a pause that did not stop the run: the workers whose processes asked to leave are told
+    /// to finish and their nodes dealt to the others, in a new epoch (see the module's comment);
+    /// every other worker carries on with its own stack (and the work that reached it).
     pub fn resume(&mut self) {
         self.snapshot = None;
         self.pause = None;
-        for (w, slot) in self.slots.iter_mut().enumerate() {
-            if !matches!(slot.state, State::Paused { .. }) {
-                continue;
+        let leavers: Vec<usize> = (0..self.slots.len())
+            .filter(|&w| self.slots[w].leaving && matches!(self.slots[w].state, State::Paused { .. }))
+            .collect();
+        let mut handed = Vec::new();
+        if !leavers.is_empty() {
+            self.epoch += 1;
+        }
+        let leaving = leavers.len();
+        for w in leavers {
+            self.set_stack(w, 0);
+            let slot = &mut self.slots[w];
+            if let State::Paused { stack, .. } = std::mem::replace(&mut slot.state, State::Left) {
+                handed.extend(stack);
             }
+            handed.append(&mut slot.late);
+            slot.late_messages = 0;
+            self.outbox.push_back((w as u32, PeerMsg::Finish));
+        }
+        if leaving > 0 {
+            let (epoch, nodes) = (self.epoch, handed.len());
+            tracing::info!(workers = leaving, nodes, epoch, "workers leave the run, handing their nodes over");
+        }
+        let stayers: Vec<usize> =
+            (0..self.slots.len()).filter(|&w| matches!(self.slots[w].state, State::Paused { .. })).collect();
+        if stayers.is_empty() && !handed.is_empty() {
+            // Nobody is left to take them: the next process to join does.
+            let mut nodes = match self.start.take() {
+                Some(StartPlan::Root(root)) => vec![root],
+                Some(StartPlan::Nodes(nodes)) => nodes,
+                None => Vec::new(),
+            };
+            nodes.append(&mut handed);
+            self.start = Some(StartPlan::Nodes(nodes));
+        }
+        let mut parts = deal(handed, stayers.len()).into_iter();
+        for w in stayers {
+            let slot = &mut self.slots[w];
             if let State::Paused { stack, .. } = std::mem::replace(&mut slot.state, State::Running) {
                 let mut nodes = stack;
                 nodes.append(&mut slot.late);
+                nodes.extend(parts.next().unwrap_or_default());
                 slot.late_messages = 0;
                 slot.orders += 1;
+                let count = nodes.len() as u64;
                 self.outbox.push_back((w as u32, PeerMsg::Resume { nodes, epoch: self.epoch }));
+                self.set_stack(w, count);
             }
         }
+    }
+
+    /// The process running workers `first..first + count` asks to leave the run (it was told to
+    /// stop): its workers go, with nothing lost, at the end of the next pause.
+    pub fn leave(&mut self, first: u32, count: u32) {
+        if self.outcome.is_some() || self.ending.is_some() {
+            return;
+        }
+        let end = (first as usize + count as usize).min(self.slots.len());
+        let mut asked = false;
+        for slot in self.slots.get_mut(first as usize..end).unwrap_or_default() {
+            if slot.live() && !slot.leaving {
+                slot.leaving = true;
+                asked = true;
+            }
+        }
+        if asked {
+            self.request_pause(PauseFor::Leave);
+        }
+    }
+
+    /// Whether every worker of `first..first + count` has left the run: their process may go.
+    pub fn left(&self, first: u32, count: u32) -> bool {
+        let end = (first as usize + count as usize).min(self.slots.len());
+        let slots = self.slots.get(first as usize..end).unwrap_or_default();
+        !slots.is_empty() && slots.iter().all(|s| matches!(s.state, State::Left))
     }
 
     /// Ends the run as `outcome` once every worker has finished. A stop whose snapshot holds no

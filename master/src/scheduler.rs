@@ -299,22 +299,36 @@ impl Scheduler {
 
     /// `worker` is gone: its jobs go back to L, and nothing it did for them counts.
     pub fn handle_disconnect(&mut self, worker: WorkerId) {
+        let jobs = self.take_back(worker);
+        if jobs > 0 {
+            tracing::warn!(worker, jobs, "worker lost; its jobs go back to the job list");
+        }
+    }
+
+    /// `worker` left the run when told to stop, after reporting the jobs it ran: those queued
+    /// for it go back to L.
+    pub fn handle_leave(&mut self, worker: WorkerId) {
+        let jobs = self.take_back(worker);
+        tracing::info!(worker, jobs, "worker left; the jobs queued for it go back to the job list");
+    }
+
+    /// Puts `worker`'s jobs back in L; returns how many.
+    fn take_back(&mut self, worker: WorkerId) -> usize {
         if self.workers.remove(&worker).is_none() {
-            return;
+            return 0;
         }
         let mut lost: Vec<(JobId, InFlight)> =
             self.in_flight.iter().filter(|(_, j)| j.worker == worker).map(|(&id, j)| (id, j.clone())).collect();
         // Put the oldest back last, so that with LIFO order it is handed out first.
         lost.sort_by_key(|&(id, _)| std::cmp::Reverse(id));
-        if !lost.is_empty() {
-            tracing::warn!(worker, jobs = lost.len(), "worker lost; its jobs go back to the job list");
-        }
+        let jobs = lost.len();
         for (id, job) in lost {
             self.in_flight.remove(&id);
             self.reserved = self.reserved.saturating_sub(job.budget.0);
             self.list.put_back(Pending { depth: job.depth, node: job.node });
         }
         self.dispatch();
+        jobs
     }
 
     /// The round trip to `worker` was measured: queue enough work ahead to cover it, and keep jobs

@@ -778,6 +778,12 @@ struct Process {
     cut: u64,
     /// The driver still counts it in (its loss not yet noticed).
     known: bool,
+    /// It was told to stop and asked to leave.
+    leaving: bool,
+    /// The master let it go: it ends once its workers finish.
+    exiting: bool,
+    /// It left the run and ended.
+    departed: bool,
 }
 
 impl Process {
@@ -795,6 +801,9 @@ impl Process {
             alive: true,
             cut: u64::MAX,
             known: true,
+            leaving: false,
+            exiting: false,
+            departed: false,
         }
     }
 
@@ -853,6 +862,8 @@ enum Frame {
 enum Up {
     Report(PollReport, Vec<u64>),
     Counts(u64, Vec<Counts>),
+    /// The process was told to stop: it asks to leave the run.
+    Leave,
 }
 
 #[derive(Debug)]
@@ -883,6 +894,10 @@ enum Ev {
     Wave,
     Checkpoint,
     Kill,
+    /// A process is told to stop (a signal): it asks to leave.
+    Leave,
+    /// The master let a process that left go: it closes the connection once its workers finish.
+    Exit(usize),
     /// The driver notices the loss.
     Left(usize),
     Join,
@@ -945,6 +960,9 @@ struct Params {
     checkpoint_every: u64,
     kill_every: u64,
     max_kills: u32,
+    /// Processes asked to leave (a signal to `bts worker`), at most this many.
+    max_leaves: u32,
+    leave_every: u64,
     probe_spread: u64,
     /// How often a worker thread is not scheduled for a long while (up to a few waves).
     stall: f64,
@@ -957,8 +975,10 @@ enum Scenario {
     Quiet,
     /// Checkpoints, and the run stopped and resumed or the master crashed and resumed.
     Checkpoints,
-    /// Processes lost (with or without checkpoints, stops and crashes).
+    /// Processes lost (with or without checkpoints, stops and crashes), and some asked to leave.
     Losses,
+    /// Processes asked to leave (with or without checkpoints, stops and crashes), none lost.
+    Leaves,
 }
 
 impl Params {
@@ -970,7 +990,7 @@ impl Params {
         let checkpoints = match scenario {
             Scenario::Quiet => false,
             Scenario::Checkpoints => true,
-            Scenario::Losses => r.chance(0.5),
+            Scenario::Losses | Scenario::Leaves => r.chance(0.5),
         };
         let losses = scenario == Scenario::Losses;
         let node_limit = (scenario != Scenario::Quiet && r.chance(0.2)).then(|| r.range(1, 2000));
@@ -997,6 +1017,12 @@ impl Params {
             checkpoint_every: r.range(3, 12) * (wave_every + 2 * (net_min + net_jitter)),
             kill_every: r.range(300, 4000) * US,
             max_kills: r.range(1, 4) as u32,
+            max_leaves: match scenario {
+                Scenario::Leaves => r.range(1, 5) as u32,
+                Scenario::Losses if r.chance(0.5) => r.range(1, 3) as u32,
+                _ => 0,
+            },
+            leave_every: r.range(300, 4000) * US,
             probe_spread: r.range(0, 40) * US,
             stall: [0.0, 0.002, 0.02, 0.1][r.below(4) as usize],
         }
@@ -1128,6 +1154,7 @@ struct Sim<'w, 't> {
     stopping: bool,
     decided: bool,
     kills: u32,
+    leaves: u32,
     /// `Reset` messages sent to each worker.
     resets: HashMap<u32, u64>,
     stats: Stats,
@@ -1146,6 +1173,8 @@ struct Stats {
     kept_work: u64,
     late_work: u64,
     lost_work: u64,
+    /// Processes that asked to leave and left.
+    left: u64,
     /// Masters resumed from a snapshot (a stop or a crash).
     resumed: u64,
 }
@@ -1161,6 +1190,7 @@ impl Stats {
         self.kept_work += o.kept_work;
         self.late_work += o.late_work;
         self.lost_work += o.lost_work;
+        self.left += o.left;
         self.resumed += o.resumed;
     }
 }
@@ -1192,6 +1222,7 @@ impl<'w, 't> Sim<'w, 't> {
             stopping: false,
             decided: false,
             kills: 0,
+            leaves: 0,
             resets: HashMap::new(),
             stats: Stats::default(),
         };
@@ -1224,6 +1255,10 @@ impl<'w, 't> Sim<'w, 't> {
         if p.losses {
             let at = sim.rng.range(1, p.kill_every);
             sim.at(at, Ev::Kill);
+        }
+        if p.max_leaves > 0 {
+            let at = sim.rng.range(1, p.leave_every);
+            sim.at(at, Ev::Leave);
         }
         if first_master && p.stop {
             let at = sim.rng.range(1, 8 * MS);
@@ -1331,6 +1366,11 @@ impl<'w, 't> Sim<'w, 't> {
                     self.at(next, Ev::Checkpoint);
                 }
                 Ev::Kill => self.kill(),
+                Ev::Leave => self.ask_to_leave(),
+                Ev::Exit(p) => {
+                    self.processes[p].exiting = true;
+                    self.try_exit(p);
+                }
                 Ev::Left(p) => self.left(p),
                 Ev::Join => self.join(),
                 Ev::Stop => self.coord.request_pause(PauseFor::Stop(StopReason::TimeLimit)),
@@ -1353,13 +1393,7 @@ impl<'w, 't> Sim<'w, 't> {
     /// The driver's loop, up to its wait for the next event.
     fn settle(&mut self) -> Option<End> {
         loop {
-            while let Some((worker, message)) = self.coord.poll_send() {
-                if matches!(message, PeerMsg::Finish) && !self.stopping && !self.decided {
-                    self.decided = true;
-                    self.check_decision();
-                }
-                self.deliver(worker, message);
-            }
+            self.deliver_all();
             if let Some(len) = self.coord.reset_complete() {
                 self.stats.rollbacks += 1;
                 let now = self.now;
@@ -1395,10 +1429,13 @@ impl<'w, 't> Sim<'w, 't> {
                 self.world.check_snapshot(&saved.totals, &saved.jobs, "a snapshot");
                 self.last = saved.clone();
                 match why {
-                    PauseFor::Checkpoint => {
-                        self.stats.checkpoints += 1;
-                        self.checkpoint = Some(saved);
+                    PauseFor::Checkpoint | PauseFor::Leave => {
+                        if why == PauseFor::Checkpoint {
+                            self.stats.checkpoints += 1;
+                            self.checkpoint = Some(saved);
+                        }
                         self.coord.resume();
+                        self.let_go();
                     }
                     PauseFor::Stop(reason) => {
                         self.stopping = true;
@@ -1414,7 +1451,8 @@ impl<'w, 't> Sim<'w, 't> {
                     // A stop that finds no node left is the end of the run.
                     Outcome::Complete if self.stopped.as_ref().is_some_and(|s| s.jobs.is_empty()) => End::Complete,
                     Outcome::Complete => {
-                        if !self.decided {
+                        // (A run whose every process left ends with nobody to tell.)
+                        if !self.decided && self.processes.iter().any(|p| p.known) {
                             self.world.fail("complete without the coordinator asking the workers to finish");
                         }
                         End::Complete
@@ -1433,6 +1471,19 @@ impl<'w, 't> Sim<'w, 't> {
                 });
             }
             return None;
+        }
+    }
+
+    /// Delivers the coordinator's messages. The first `Finish` that does not stop the run, nor
+    /// let a worker leave, is the coordinator's decision that the run is over.
+    fn deliver_all(&mut self) {
+        while let Some((worker, message)) = self.coord.poll_send() {
+            let leaves = self.coord.left(worker, 1);
+            if matches!(message, PeerMsg::Finish) && !self.stopping && !self.decided && !leaves {
+                self.decided = true;
+                self.check_decision();
+            }
+            self.deliver(worker, message);
         }
     }
 
@@ -1652,6 +1703,80 @@ impl<'w, 't> Sim<'w, 't> {
         }
     }
 
+    /// A random remote process is told to stop: it asks the master to let it leave.
+    fn ask_to_leave(&mut self) {
+        let p = self.world.params.clone();
+        let candidates: Vec<usize> = (0..self.processes.len())
+            .filter(|&i| {
+                let q = &self.processes[i];
+                q.alive && q.known && !q.master && !q.leaving
+            })
+            .collect();
+        if self.leaves < p.max_leaves && !candidates.is_empty() {
+            self.leaves += 1;
+            let leaver = candidates[self.rng.below(candidates.len() as u64) as usize];
+            self.processes[leaver].leaving = true;
+            let now = self.now;
+            self.world.note(now, || format!("process {leaver} is told to stop"));
+            self.travel(leaver, MASTER, now, Ev::ToMaster(leaver, Up::Leave));
+            if self.rng.chance(0.7) {
+                let at = self.now + self.rng.range(1, 3000) * US;
+                self.at(at, Ev::Join);
+            }
+        }
+        if self.leaves < p.max_leaves {
+            let at = self.now + self.rng.range(1, p.leave_every);
+            self.at(at, Ev::Leave);
+        }
+    }
+
+    /// After a resume, as the driver does: processes whose workers all left are let go (the
+    /// master drops their connections once it has sent them `Finish`).
+    fn let_go(&mut self) {
+        self.deliver_all();
+        let mut any = false;
+        for p in 0..self.processes.len() {
+            let process = &self.processes[p];
+            if process.known && !process.master && self.coord.left(process.first, process.workers.len() as u32) {
+                self.processes[p].known = false;
+                any = true;
+                let now = self.now;
+                self.world.note(now, || format!("process {p} left the run"));
+                self.travel(MASTER, p, now, Ev::Exit(p));
+            }
+        }
+        if any {
+            self.announce_peers();
+            if !self.processes.iter().any(|p| p.alive && p.known) {
+                let at = self.now + self.rng.range(1, 1000) * US;
+                self.at(at, Ev::Join);
+            }
+        }
+    }
+
+    /// A process that left ends once its workers have finished: nothing may wait with it.
+    fn try_exit(&mut self, p: usize) {
+        let process = &self.processes[p];
+        if !process.alive || !process.exiting || process.workers.iter().any(|w| w.mode != Mode::Done) {
+            return;
+        }
+        for w in &process.workers {
+            // (Work of an earlier epoch is void: a rollback redid it.)
+            let live_work = |m: &PeerMsg| matches!(m, PeerMsg::Work { epoch, .. } if *epoch >= w.epoch);
+            if !w.kept.is_empty() || !w.stack.is_empty() || w.inbox.iter().any(live_work) {
+                self.world.fail(&format!("worker {} of process {p} holds work as its process leaves", w.me));
+            }
+        }
+        let process = &mut self.processes[p];
+        process.alive = false;
+        process.departed = true;
+        self.stats.left += 1;
+        let now = self.now;
+        self.world.note(now, || format!("process {p} exits"));
+        // Its connection closes after its last reports.
+        self.travel(p, MASTER, now, Ev::Left(p));
+    }
+
     fn frame_arrives(&mut self, p: usize, frame: Frame) {
         if !self.processes[p].alive {
             return;
@@ -1676,6 +1801,13 @@ impl<'w, 't> Sim<'w, 't> {
 
     fn peer_arrives(&mut self, p: usize, introduce: Option<Entry>, to: u32, message: PeerMsg, sender: u32) {
         let process = &mut self.processes[p];
+        // (Work of an earlier epoch was void when it left: a rollback redid it.)
+        if let PeerMsg::Work { epoch, .. } = &message
+            && process.departed
+            && process.workers.iter().any(|w| w.epoch <= *epoch)
+        {
+            self.world.fail(&format!("work from worker {sender} reaches process {p} after it left the run"));
+        }
         if !process.alive {
             return;
         }
@@ -1769,6 +1901,7 @@ impl<'w, 't> Sim<'w, 't> {
         }
         self.wake(p, w);
         // A message to a worker of the same process woke it already; one to itself too.
+        self.try_exit(p);
     }
 
     /// Worker `me` dropped a work message of `epoch` from `sender`. Normal when the sender has
@@ -1842,6 +1975,14 @@ impl<'w, 't> Sim<'w, 't> {
                 let now = self.now;
                 self.world.note(now, || format!("master takes counts of wave {wave} from process {p}: {counts:?}"));
                 self.coord.wave_counts(wave, counts);
+            }
+            Up::Leave => {
+                let now = self.now;
+                self.world.note(now, || format!("process {p} asks to leave"));
+                let process = &self.processes[p];
+                if process.known {
+                    self.coord.leave(process.first, process.workers.len() as u32);
+                }
             }
         }
     }
@@ -2038,6 +2179,17 @@ fn checkpoints_hold_every_node_not_counted() {
 #[test]
 fn lost_processes_are_rolled_back() {
     run_seeds("losses", 1500, |seed| Params::new(seed, Scenario::Losses));
+}
+
+/// Processes told to stop leave without a rollback: their nodes go to the others, and no work
+/// reaches them once they are let go.
+#[test]
+fn processes_that_ask_to_leave_go_without_a_rollback() {
+    let (stats, all) = run_seeds("leaves", 1000, |seed| Params::new(seed, Scenario::Leaves));
+    assert_eq!(stats.rollbacks, 0, "a process that left is not a lost one");
+    if all {
+        assert!(stats.left > 100, "processes leave in many runs ({} did)", stats.left);
+    }
 }
 
 /// A process that joins steals before its victims have the master's table that lists it: its
@@ -2513,4 +2665,97 @@ fn a_rollback_gives_the_master_threads_back_the_node_limit() {
     thread.join().unwrap();
     assert!(ended, "after the rollback the thread visits the tree again, yet {} nodes are counted", c.totals().nodes);
     assert!(!paused, "15 nodes of a limit of 20 call for no stop");
+}
+
+/// A process that asks to leave: every worker pauses, the leaver's nodes (its stack and the work
+/// that reached it paused) go to the others in a new epoch, the leaver is told to finish, and its
+/// connection closing afterwards is no loss.
+#[test]
+fn a_leaving_process_hands_its_nodes_to_the_others_in_a_new_epoch() {
+    let mut c = coordinator_at_start();
+    let [a, b] = [(); 2].map(|_| c.add_workers(1));
+    drain(&mut c);
+    c.leave(b, 1);
+    assert_eq!(drain(&mut c), vec![(a, PeerMsg::Pause { number: 1 }), (b, PeerMsg::Pause { number: 1 })]);
+    c.handle(paused(a, vec![encode(1, 1)], 0, 0));
+    c.handle(paused(b, vec![encode(2, 1)], 1, 0));
+    assert_eq!(c.pause_complete(), None, "a piece of work is still on its way");
+    c.handle(PollReport::LateWork { worker: a, nodes: vec![encode(3, 1)] });
+    assert_eq!(c.pause_complete(), Some(PauseFor::Leave));
+    c.resume();
+    let sent = drain(&mut c);
+    assert_eq!(to(b, &sent), vec![PeerMsg::Finish]);
+    assert_eq!(to(a, &sent), vec![resume(vec![encode(1, 1), encode(3, 1), encode(2, 1)], 1)]);
+    assert!(c.left(b, 1) && !c.left(a, 1));
+    // Its last word and its connection closing change nothing.
+    c.handle(PollReport::Finished { worker: b, progress: Progress::default(), pieces: 1, moved: 1 });
+    c.remove_workers(b, 1);
+    assert_eq!(drain(&mut c), vec![]);
+    assert_eq!(c.reset_complete(), None, "no rollback");
+    assert_eq!(c.outcome(), None);
+    assert_eq!(c.workers(), 1);
+}
+
+/// The last process to leave a run of remote workers only leaves its nodes for the next to join.
+#[test]
+fn the_nodes_of_the_last_process_to_leave_wait_for_the_next() {
+    let mut c = coordinator_at_start();
+    let a = c.add_workers(1);
+    drain(&mut c);
+    c.leave(a, 1);
+    drain(&mut c);
+    c.handle(paused(a, vec![encode(1, 1), encode(2, 1)], 0, 0));
+    assert_eq!(c.pause_complete(), Some(PauseFor::Leave));
+    c.resume();
+    assert_eq!(drain(&mut c), vec![(a, PeerMsg::Finish)]);
+    assert_eq!(c.start_wave(), None, "the coordinator holds nodes: the run is not over");
+    let n = c.add_workers(1);
+    assert_eq!(to(n, &drain(&mut c)), vec![resume(vec![encode(1, 1), encode(2, 1)], 1)]);
+}
+
+/// A leave asked during a checkpoint's pause happens as that pause ends; one asked during a
+/// rollback happens after it, and a stop outranks it (the leaver finishes with the others).
+#[test]
+fn a_leave_waits_for_a_checkpoint_or_a_rollback_and_yields_to_a_stop() {
+    let mut c = coordinator_at_start();
+    let [a, b] = [(); 2].map(|_| c.add_workers(1));
+    drain(&mut c);
+    c.request_pause(PauseFor::Checkpoint);
+    c.leave(b, 1);
+    assert_eq!(drain(&mut c).len(), 2, "one pause each");
+    c.handle(paused(a, vec![encode(1, 1)], 0, 0));
+    c.handle(paused(b, vec![encode(2, 1)], 0, 0));
+    assert_eq!(c.pause_complete(), Some(PauseFor::Checkpoint), "the checkpoint is written");
+    c.resume();
+    let sent = drain(&mut c);
+    assert_eq!(to(b, &sent), vec![PeerMsg::Finish]);
+    assert_eq!(to(a, &sent), vec![resume(vec![encode(1, 1), encode(2, 1)], 1)]);
+
+    // During a rollback (d is lost): e's leave comes after it.
+    let [d, e] = [(); 2].map(|_| c.add_workers(1));
+    drain(&mut c);
+    c.remove_workers(d, 1);
+    c.leave(e, 1);
+    for w in [a, e] {
+        c.handle(PollReport::ResetDone { worker: w, epoch: 2 });
+    }
+    assert!(c.reset_complete().is_some());
+    let sent = drain(&mut c);
+    assert_eq!(to(e, &sent).last(), Some(&PeerMsg::Pause { number: 2 }), "{sent:?}");
+    c.handle(paused(a, vec![encode(1, 1)], 0, 0));
+    c.handle(paused(e, vec![encode(2, 1)], 0, 0));
+    assert_eq!(c.pause_complete(), Some(PauseFor::Leave));
+    c.resume();
+    assert_eq!(to(e, &drain(&mut c)), vec![PeerMsg::Finish]);
+
+    // A stop under way: the leaver is paused and finished with everyone.
+    let f = c.add_workers(1);
+    drain(&mut c);
+    c.request_pause(PauseFor::Stop(StopReason::TimeLimit));
+    c.leave(f, 1);
+    drain(&mut c);
+    c.handle(paused(a, vec![encode(1, 1)], 0, 0));
+    c.handle(paused(f, vec![encode(2, 1)], 0, 0));
+    assert_eq!(c.pause_complete(), Some(PauseFor::Stop(StopReason::TimeLimit)));
+    assert_eq!(c.pending_jobs().len(), 2, "the leaver's node is in the stop's snapshot");
 }

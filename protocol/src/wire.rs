@@ -19,8 +19,9 @@ use crate::{FromWorker, ToWorker, TreeSpec};
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: [u8; 8] = *b"bts-wire";
-/// Version 4 added the input digest to `Welcome` and `WorkerFrame::Leaving`.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// Version 4 added the input digest to `Welcome` and `WorkerFrame::Leaving`; version 5
+/// `WorkerFrame::Leave`.
+pub const PROTOCOL_VERSION: u32 = 5;
 pub const PREAMBLE_LEN: usize = 12;
 
 /// Magic and version, sent first by both sides.
@@ -79,6 +80,11 @@ pub enum WorkerFrame {
     Leaving {
         reason: String,
     },
+    /// The process was told to stop (a signal). A polling process asks the coordinator to take its
+    /// workers' nodes and let it go (see `bts_master::polling`); a budget-mode process sends it
+    /// after the reports of the jobs it was running, and nothing follows (the master gives the
+    /// jobs queued for it to others).
+    Leave,
 }
 
 /// Run settings a worker needs.

@@ -203,7 +203,8 @@ fn rendezvous_worker(registry: &Registry, args: &RunArgs, file: &Path, rank: u64
     };
     tracing::info!(rank, "working for the master of {}", file.display());
     let master = MasterAddress::Rendezvous(file.to_path_buf());
-    super::worker::work(registry, RemoteOptions { master, token, threads, retry_for: Duration::from_secs(300) })
+    let retry_for = Duration::from_secs(300);
+    super::worker::work(registry, RemoteOptions { master, token, threads, retry_for, stop: Default::default() })
 }
 
 /// The remote-worker options of a run, checked.

@@ -3,7 +3,7 @@
 use super::args::WorkerArgs;
 use super::{CliError, Exit};
 use crate::Registry;
-use bts_worker::remote::{MasterAddress, RemoteError, RemoteOptions, work_for};
+use bts_worker::remote::{Ended, MasterAddress, RemoteError, RemoteOptions, work_for};
 use std::path::Path;
 
 pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
@@ -18,17 +18,23 @@ pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
         None => Vec::new(),
     };
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
-    work(registry, RemoteOptions { master, token, threads, retry_for: args.retry })
+    work(registry, RemoteOptions { master, token, threads, retry_for: args.retry, stop: Default::default() })
 }
 
 /// Works for a master until its run ends: exit 0; refused (wrong token or version, a tree this bts
-/// does not have): exit 2; the master unreachable or lost: exit 1.
+/// does not have): exit 2; the master unreachable or lost: exit 1; told to stop by a signal, it
+/// leaves the run handing its work back: exit 3.
 pub fn work(registry: &Registry, options: RemoteOptions) -> Result<Exit, CliError> {
+    crate::signals::leave_on_signal(options.stop.clone());
     let build = |spec: &bts_protocol::TreeSpec| registry.build(spec).map_err(|e| e.to_string());
     match work_for(&options, &build) {
-        Ok(()) => {
+        Ok(Ended::RunOver) => {
             tracing::info!("the run is over");
             Ok(Exit::Complete)
+        }
+        Ok(Ended::Left) => {
+            crate::logging::say!("bts: left the run; the master has this worker's work");
+            Ok(Exit::Stopped)
         }
         Err(e @ (RemoteError::Refused(_) | RemoteError::Tree(_))) => Err(CliError::usage(e)),
         Err(e) => Err(CliError::failure(e)),

@@ -33,7 +33,8 @@ impl Default for WorkerLoop {
 }
 
 /// Runs jobs from `inbox` until the master sends `Finish`, the inbox closes or `send` fails
-/// (returns false). Jobs are run in the order received.
+/// (returns false). Jobs are run in the order received. When the inbox closes, the reports of the
+/// jobs done are sent first, and the jobs still queued are left to the master.
 pub fn run_worker(
     runner: &mut dyn JobRunner,
     inbox: &Receiver<ToWorker>,
@@ -59,7 +60,14 @@ pub fn run_worker(
                 match inbox.try_recv() {
                     Ok(m) => m,
                     Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => return,
+                    Err(TryRecvError::Disconnected) => {
+                        // The process leaves the run: the jobs done go back; those queued the
+                        // master gives to others.
+                        if !batch.is_empty() {
+                            send(FromWorker::Reports(std::mem::take(&mut batch)));
+                        }
+                        return;
+                    }
                 }
             };
             match message {
@@ -95,5 +103,71 @@ pub fn run_worker(
         if due && !queue.is_empty() && !send(FromWorker::Reports(std::mem::take(&mut batch))) {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bts_protocol::{Budget, Incumbent, Job, JobFailure, JobId, JobReport, NodeBytes};
+    use std::sync::mpsc::{Sender, channel};
+
+    /// Reports each job it runs; the first one closes the inbox (the process leaves the run).
+    struct Leaving {
+        inbox: Option<Sender<ToWorker>>,
+        ran: Vec<JobId>,
+    }
+
+    impl JobRunner for Leaving {
+        fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
+            self.ran.push(job.id);
+            self.inbox = None;
+            batch.reports.push(JobReport {
+                id: job.id,
+                visited: 1,
+                leaves: Some(1),
+                max_depth: Some(job.depth),
+                outputs: 0,
+                returned: 0,
+                output_bytes: 0,
+                elapsed_ns: 1,
+                counters: Vec::new(),
+                pruned: 0,
+            });
+            Ok(())
+        }
+    }
+
+    fn job(id: u64) -> Job {
+        let node = NodeBytes::new();
+        Job { id: JobId(id), depth: 0, budget: Budget(1), max_depth: None, node, incumbent: Incumbent::NONE }
+    }
+
+    #[test]
+    fn a_closed_inbox_sends_the_reports_of_the_jobs_done_and_leaves_the_rest() {
+        let (tx, rx) = channel();
+        tx.send(ToWorker::Jobs(vec![job(1), job(2)])).unwrap();
+        let mut runner = Leaving { inbox: Some(tx), ran: Vec::new() };
+        let mut sent = Vec::new();
+        // Batches wait for the end: only the inbox closing sends this one.
+        let config = WorkerLoop { flush_interval: Duration::from_secs(3600), ..WorkerLoop::default() };
+        run_worker(
+            &mut runner,
+            &rx,
+            &mut |m| {
+                sent.push(m);
+                true
+            },
+            config,
+        );
+        assert_eq!(runner.ran, vec![JobId(1)], "the queued job is left to the master");
+        let reported: Vec<JobId> = sent
+            .iter()
+            .flat_map(|m| match m {
+                FromWorker::Reports(batch) => batch.reports.iter().map(|r| r.id).collect(),
+                FromWorker::Failed(_) => Vec::new(),
+            })
+            .collect();
+        assert_eq!(reported, vec![JobId(1)]);
     }
 }

@@ -27,6 +27,7 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::codec::FramedRead;
+pub use tokio_util::sync::CancellationToken;
 
 /// The master's frames, read with the limits of the handshake until the master proves the token.
 type Frames = FramedRead<OwnedReadHalf, FrameCodec<MasterFrame>>;
@@ -67,6 +68,20 @@ pub struct RemoteOptions {
     pub threads: u32,
     /// Keep trying to connect (and waiting for the address file) this long.
     pub retry_for: Duration,
+    /// Cancelled when the process is told to stop (a signal): it leaves the run, handing its work
+    /// back ([`Ended::Left`]).
+    pub stop: CancellationToken,
+}
+
+/// How a worker process's part in a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The run is over (or ended before this process could join).
+    RunOver,
+    /// Told to stop, it left the run: a budget-mode process after the jobs it was running, their
+    /// reports sent (the master gives its queued jobs to others); a polling process once the master
+    /// took its workers' nodes. Or it was stopped before it joined.
+    Left,
 }
 
 /// Why a worker process stopped before the run ended.
@@ -108,10 +123,21 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Works for the master at `options.address` until its run ends. `build` makes the tree the master
 /// names (from the same registry the master uses).
-pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), RemoteError> {
-    let Some(Joined { frames, write, handle, welcome, peer_listener }) = runtime().block_on(join(options))? else {
-        tracing::info!("the run ended before this worker could join");
-        return Ok(());
+pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<Ended, RemoteError> {
+    let joined = runtime().block_on(async {
+        tokio::select! {
+            joined = join(options) => joined.map(|j| j.ok_or(Ended::RunOver)),
+            () = options.stop.cancelled() => Ok(Err(Ended::Left)),
+        }
+    })?;
+    let Joined { frames, write, handle, welcome, peer_listener } = match joined {
+        Ok(joined) => joined,
+        Err(ended) => {
+            if ended == Ended::RunOver {
+                tracing::info!("the run ended before this worker could join");
+            }
+            return Ok(ended);
+        }
     };
     tracing::info!(tree = %welcome.tree.command_line(), "joined the run");
     let searcher = match tree_for(&welcome, build) {
@@ -140,7 +166,8 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<(), Re
         }
         WireMode::Polling { split } => {
             let token = &options.token;
-            let polling = PollingProcess { searcher: &*searcher, settings, split, token, threads: options.threads };
+            let threads = options.threads;
+            let polling = PollingProcess { searcher: &*searcher, settings, split, token, threads, stop: &options.stop };
             polling.run(&handle, frames, silence, &frames_tx, peer_listener)
         }
     };
@@ -158,7 +185,7 @@ fn budget_worker(
     mut master: Frames,
     silence: Duration,
     frames_tx: &FramesOut,
-) -> Result<(), RemoteError> {
+) -> Result<Ended, RemoteError> {
     let mut inboxes = Vec::new();
     let mut threads = Vec::new();
     for t in 0..options.threads {
@@ -172,15 +199,23 @@ fn budget_worker(
         });
         threads.push(thread.map_err(|e| RemoteError::Lost(format!("cannot start a thread: {e}")))?);
     }
-    // Read on the runtime's thread, which hands each message straight to its thread's inbox.
+    // Read on the runtime's thread, which hands each message straight to its thread's inbox. The
+    // threads end when it drops their inboxes (it went, or the process leaves) or tells them the
+    // run is over; a leaving reader answers the master's pings until they have.
     let frames = frames_tx.clone();
-    let reader = runtime().spawn(async move { read_loop(&mut master, silence, &inboxes, &frames).await });
-    // Then the threads finish their current jobs and go (their inboxes went with the reader).
+    let (stop, threads_done) = (options.stop.clone(), CancellationToken::new());
+    let done = threads_done.clone();
+    let reader = runtime().spawn(async move { read_loop(&mut master, silence, inboxes, &frames, stop, done).await });
+    for t in threads {
+        let _ = t.join();
+    }
+    threads_done.cancel();
     let result = runtime()
         .block_on(reader)
         .unwrap_or_else(|e| Err(RemoteError::Lost(format!("the connection to the master failed: {e}"))));
-    for t in threads {
-        let _ = t.join();
+    if result.as_ref().is_ok_and(|e| *e == Ended::Left) {
+        // After the reports of the jobs done: the master gives the others what was queued here.
+        let _ = frames_tx.send(WorkerFrame::Leave);
     }
     result
 }
@@ -193,6 +228,7 @@ struct PollingProcess<'a> {
     split: SplitRule,
     token: &'a [u8],
     threads: u32,
+    stop: &'a CancellationToken,
 }
 
 impl PollingProcess<'_> {
@@ -203,7 +239,7 @@ impl PollingProcess<'_> {
         silence: Duration,
         frames: &FramesOut,
         peer_listener: Option<TcpListener>,
-    ) -> Result<(), RemoteError> {
+    ) -> Result<Ended, RemoteError> {
         let lost = |e: String| RemoteError::Lost(e);
         // The master first says which workers this process's threads are.
         let mut early = Vec::new();
@@ -220,7 +256,7 @@ impl PollingProcess<'_> {
                 }
             }
         });
-        let Some(first) = first? else { return Ok(()) };
+        let Some(first) = first? else { return Ok(Ended::RunOver) };
         let (senders, inboxes): (Vec<_>, Vec<_>) = (0..self.threads).map(|_| mpsc::channel::<PeerMsg>()).unzip();
         let router = Arc::new(Router::new(self.token.to_vec(), first, senders, silence));
         let listener = peer_listener.ok_or_else(|| lost("no peer listener".into()))?;
@@ -274,20 +310,32 @@ impl PollingProcess<'_> {
         router: &Router,
         shared: &Shared,
         frames: &FramesOut,
-    ) -> Result<(), RemoteError> {
+    ) -> Result<Ended, RemoteError> {
         let mut early = early.into_iter();
-        // The master ends the run by telling every worker to finish, then hangs up.
+        // The master ends the run by telling every worker to finish, then hangs up; so it does
+        // when it lets this process leave.
         let mut finished = std::collections::BTreeSet::new();
+        let mut leaving = false;
         loop {
-            let frame = match early.next() {
-                Some(f) => f,
-                None => match next_frame(master, silence).await? {
-                    Some(f) => f,
-                    None if finished.len() < self.threads as usize => {
-                        return Err(RemoteError::Lost("the master closed the connection before the run ended".into()));
+            let next = match early.next() {
+                Some(f) => Some(f),
+                None => tokio::select! {
+                    next = next_frame(master, silence) => next?,
+                    () = self.stop.cancelled(), if !leaving => {
+                        tracing::info!("asking the master to take this process's nodes and let it leave");
+                        leaving = true;
+                        let _ = frames.send(WorkerFrame::Leave);
+                        continue;
                     }
-                    None => return Ok(()),
                 },
+            };
+            let frame = match next {
+                Some(f) => f,
+                None if finished.len() < self.threads as usize => {
+                    return Err(RemoteError::Lost("the master closed the connection before the run ended".into()));
+                }
+                None if leaving => return Ok(Ended::Left),
+                None => return Ok(Ended::RunOver),
             };
             if let MasterFrame::Peer { worker, message: PeerMsg::Finish } = &frame {
                 finished.insert(*worker);
@@ -601,19 +649,38 @@ async fn handshake_frame(frames: &mut Frames) -> Result<MasterFrame, RemoteError
 }
 
 /// Delivers the master's messages to the threads and answers pings, until the run ends (every
-/// thread told to finish and the connection closed) or the master is lost.
+/// thread told to finish and the connection closed) or the master is lost. Once `stop` is
+/// cancelled it drops the threads' inboxes (each ends after its current job) and the master's
+/// messages, and answers pings until `threads_done`.
 async fn read_loop(
     master: &mut Frames,
     silence: Duration,
-    inboxes: &[Sender<ToWorker>],
+    mut inboxes: Vec<Sender<ToWorker>>,
     frames: &FramesOut,
-) -> Result<(), RemoteError> {
-    let mut finished = vec![false; inboxes.len()];
+    stop: CancellationToken,
+    threads_done: CancellationToken,
+) -> Result<Ended, RemoteError> {
+    let threads = inboxes.len();
+    let mut finished = vec![false; threads];
+    let mut leaving = false;
     loop {
-        match next_frame(master, silence).await? {
+        let frame = tokio::select! {
+            frame = next_frame(master, silence) => frame?,
+            () = stop.cancelled(), if !leaving => {
+                tracing::info!("leaving the run once the current jobs are done");
+                leaving = true;
+                inboxes.clear();
+                continue;
+            }
+            () = threads_done.cancelled(), if leaving => return Ok(Ended::Left),
+        };
+        match frame {
+            Some(MasterFrame::Message { .. }) if leaving => {}
+            // The run ended as this process left.
+            None if leaving => return Ok(Ended::Left),
             Some(MasterFrame::Message { thread, message }) => {
                 let Some(inbox) = inboxes.get(thread as usize) else {
-                    return Err(RemoteError::Lost(format!("the master wrote to thread {thread} of {}", inboxes.len())));
+                    return Err(RemoteError::Lost(format!("the master wrote to thread {thread} of {threads}")));
                 };
                 if message == ToWorker::Finish {
                     finished[thread as usize] = true;
@@ -626,7 +693,7 @@ async fn read_loop(
             Some(other) => return Err(unexpected(&other)),
             None => {
                 return match finished.iter().all(|&f| f) {
-                    true => Ok(()),
+                    true => Ok(Ended::RunOver),
                     false => Err(RemoteError::Lost("the master closed the connection before the run ended".into())),
                 };
             }
