@@ -770,8 +770,14 @@ impl RunView for Coordinator {
     }
 
     fn queued(&self) -> usize {
-        // Once paused for good (a stop), the nodes left are the snapshot's.
-        self.snapshot.as_ref().map_or_else(|| self.stacked as usize, Vec::len)
+        // Once paused for good (a stop), the nodes left are the snapshot's; while no process has
+        // them, those the coordinator keeps for the next to join.
+        let kept = match &self.start {
+            Some(StartPlan::Root(_)) => 1,
+            Some(StartPlan::Nodes(nodes)) => nodes.len(),
+            None => 0,
+        };
+        self.snapshot.as_ref().map_or_else(|| self.stacked as usize + kept, Vec::len)
     }
 
     fn in_flight(&self) -> usize {

@@ -2709,6 +2709,7 @@ fn the_nodes_of_the_last_process_to_leave_wait_for_the_next() {
     c.resume();
     assert_eq!(drain(&mut c), vec![(a, PeerMsg::Finish)]);
     assert_eq!(c.start_wave(), None, "the coordinator holds nodes: the run is not over");
+    assert_eq!(c.queued(), 2, "the progress line counts them");
     let n = c.add_workers(1);
     assert_eq!(to(n, &drain(&mut c)), vec![resume(vec![encode(1, 1), encode(2, 1)], 1)]);
 }
