@@ -188,8 +188,8 @@ pub struct EstimateArgs {
 /// The options of `bts worker`.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("master").required(true).args(["connect", "connect_file"])))]
-#[command(after_help = "Ctrl-C, SIGTERM or SIGHUP: leave the run, handing this worker's work back (exit 3); \
-                        a second signal quits at once.")]
+#[command(after_help = "Ctrl-C, SIGTERM or SIGHUP: leave the run, handing this worker's work back (exit 0); \
+                        a second signal quits at once (exit 3).")]
 pub struct WorkerArgs {
     /// The master's address
     #[arg(long, value_name = "HOST:PORT")]

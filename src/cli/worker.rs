@@ -22,8 +22,9 @@ pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
 }
 
 /// Works for a master until its run ends: exit 0; refused (wrong token or version, a tree this bts
-/// does not have): exit 2; the master unreachable or lost: exit 1; told to stop by a signal, it
-/// leaves the run handing its work back: exit 3.
+/// does not have): exit 2; the master unreachable or lost: exit 1. Told to stop by a signal, it
+/// leaves the run handing its work back: exit 0 too, as it did nothing wrong (launchers such as
+/// mpirun and srun take any other status for a failure of the whole job).
 pub fn work(registry: &Registry, options: RemoteOptions) -> Result<Exit, CliError> {
     crate::signals::leave_on_signal(options.stop.clone());
     let build = |spec: &bts_protocol::TreeSpec| registry.build(spec).map_err(|e| e.to_string());
@@ -34,7 +35,7 @@ pub fn work(registry: &Registry, options: RemoteOptions) -> Result<Exit, CliErro
         }
         Ok(Ended::Left) => {
             crate::logging::say!("bts: left the run; the master has this worker's work");
-            Ok(Exit::Stopped)
+            Ok(Exit::Complete)
         }
         Err(e @ (RemoteError::Refused(_) | RemoteError::Tree(_))) => Err(CliError::usage(e)),
         Err(e) => Err(CliError::failure(e)),
