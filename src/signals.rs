@@ -43,48 +43,49 @@ impl Stops {
 }
 
 pub fn forward(stopper: Stopper) {
-    let _runtime = runtime().enter();
-    let Some(mut stops) = Stops::install() else { return };
-    runtime().spawn(async move {
-        let mut seen = 0;
-        while let Some(signal) = stops.next().await {
-            seen += 1;
-            if seen == 1 {
-                crate::logging::say!(
-                    "bts: signal {signal}: stopping once the workers hand their work back (signal again to quit now)"
-                );
-                stopper.stop(StopReason::Signal);
-            } else if seen == 2 {
-                crate::logging::say!("bts: second signal: saving what is committed and quitting now");
-                stopper.abort(StopReason::Signal);
-            } else {
-                crate::logging::say!("bts: third signal: quitting without saving");
-                std::process::exit(3);
-            }
+    on_signals(move |seen, signal| match seen {
+        1 => {
+            crate::logging::say!(
+                "bts: signal {signal}: stopping once the workers hand their work back (signal again to quit now)"
+            );
+            stopper.stop(StopReason::Signal);
+        }
+        2 => {
+            crate::logging::say!("bts: second signal: saving what is committed and quitting now");
+            stopper.abort(StopReason::Signal);
+        }
+        _ => {
+            crate::logging::say!("bts: third signal: quitting without saving");
+            std::process::exit(3);
         }
     });
 }
 
 /// A worker process: the first signal cancels `leave`, a second one exits at once (status 3).
 pub fn leave_on_signal(leave: CancellationToken) {
+    on_signals(move |seen, signal| {
+        if seen == 1 {
+            crate::logging::say!(
+                "bts: signal {signal}: leaving the run once this worker's work is handed back (signal again to \
+                 quit now)"
+            );
+            leave.cancel();
+        } else {
+            crate::logging::say!("bts: second signal: quitting now (the master redoes this worker's unfinished work)");
+            std::process::exit(3);
+        }
+    });
+}
+
+/// Calls `act` with the count of signals so far (from 1) and the signal's number, for each one.
+fn on_signals(mut act: impl FnMut(u32, libc::c_int) + Send + 'static) {
     let _runtime = runtime().enter();
     let Some(mut stops) = Stops::install() else { return };
     runtime().spawn(async move {
         let mut seen = 0;
         while let Some(signal) = stops.next().await {
             seen += 1;
-            if seen == 1 {
-                crate::logging::say!(
-                    "bts: signal {signal}: leaving the run once this worker's work is handed back (signal again to \
-                     quit now)"
-                );
-                leave.cancel();
-            } else {
-                crate::logging::say!(
-                    "bts: second signal: quitting now (the master redoes this worker's unfinished work)"
-                );
-                std::process::exit(3);
-            }
+            act(seen, signal);
         }
     });
 }

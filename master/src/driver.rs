@@ -417,9 +417,7 @@ pub fn drive_polling(
     // The output's length: a rollback cuts it back only if records were written since the snapshot.
     let mut written = coordinator.totals().output_bytes;
     loop {
-        while let Some((worker, message)) = coordinator.poll_send() {
-            deliver(routes, &processes, worker, message);
-        }
+        deliver_all(coordinator, routes, &processes);
         if let Some(len) = coordinator.reset_complete() {
             if let Some(left) = coordinator.nodes_left() {
                 (routes.set_nodes_left)(left);
@@ -449,9 +447,7 @@ pub fn drive_polling(
                     }
                     coordinator.resume();
                     // Processes whose workers all left go once told to finish.
-                    while let Some((worker, message)) = coordinator.poll_send() {
-                        deliver(routes, &processes, worker, message);
-                    }
+                    deliver_all(coordinator, routes, &processes);
                     let before = processes.len();
                     processes.retain(|_, p| !coordinator.left(p.first, p.count));
                     if processes.len() < before {
@@ -542,6 +538,13 @@ pub fn drive_polling(
             | Event::Left(_)
             | Event::Latency { .. } => {}
         }
+    }
+}
+
+/// Sends the coordinator's messages.
+fn deliver_all(coordinator: &mut Coordinator, routes: &PollingRoutes<'_>, processes: &BTreeMap<u64, Process>) {
+    while let Some((worker, message)) = coordinator.poll_send() {
+        deliver(routes, processes, worker, message);
     }
 }
 

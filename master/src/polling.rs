@@ -576,11 +576,10 @@ impl Coordinator {
         let leavers: Vec<usize> = (0..self.slots.len())
             .filter(|&w| self.slots[w].leaving && matches!(self.slots[w].state, State::Paused { .. }))
             .collect();
-        let mut handed = Vec::new();
-        if !leavers.is_empty() {
+        let (leaving, mut handed) = (leavers.len(), Vec::new());
+        if leaving > 0 {
             self.epoch += 1;
         }
-        let leaving = leavers.len();
         for w in leavers {
             self.set_stack(w, 0);
             let slot = &mut self.slots[w];
