@@ -500,6 +500,7 @@ fn drive_options(options: &RunOptions, started: Instant, workers_may_join: bool)
         deadline: options.time_limit.map(|t| started + t),
         stop_file: options.stop_file.clone(),
         checkpoint_every: options.checkpoint_every.filter(|_| options.checkpoint.is_some()),
+        save_on_stop: options.checkpoint.is_some(),
         workers_may_join,
         tick: options.monitor.is_active().then_some(TICK),
     }

@@ -180,6 +180,79 @@ fn every_way_of_stopping_writes_a_checkpoint_that_resumes_exactly() {
     assert_eq!(s["segments"].as_u64(), Some(6));
 }
 
+/// A legacy program whose tree is a root and ten leaves n0..n9, each a record. n9's job sleeps
+/// (its pid in the file `$1.pid`) unless the file `$1` exists; the others leave a file `$1.<node>`.
+const ONE_SLOW_JOB: &str = r#"#!/bin/sh
+case "$BTS_NODE" in
+root) for i in 0 1 2 3 4 5 6 7 8 9; do echo "unexplored 1 n$i"; done ;;
+n9) if [ ! -e "$1" ]; then echo $$ > "$1.pid"; sleep 60; fi; echo "out n9" ;;
+*) echo "out $BTS_NODE"; touch "$1.$BTS_NODE" ;;
+esac
+echo "done 1"
+"#;
+
+/// A run killed when dropped (at the end of a test, or when it fails half way), with the process
+/// group whose id is in `group_file` (bts runs each legacy program in a group of its own).
+struct Killed {
+    master: std::process::Child,
+    group_file: std::path::PathBuf,
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.master.kill();
+        let _ = self.master.wait();
+        if let Ok(group) = std::fs::read_to_string(&self.group_file) {
+            let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{}", group.trim())]).status();
+        }
+    }
+}
+
+#[test]
+fn a_stop_saves_the_run_at_once_so_a_kill_before_the_jobs_come_back_loses_only_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, out, program, fast) =
+        (dir.path().join("r.ckpt"), dir.path().join("r.txt"), dir.path().join("slow.sh"), dir.path().join("fast"));
+    std::fs::write(&program, ONE_SLOW_JOB).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (ck_s, out_s) = (ck.to_str().unwrap(), out.to_str().unwrap());
+    let mut args = vec!["run", "--workers", "2", "--budget", "1", "--fixed-budget", "--progress", "never"];
+    args.extend(["--checkpoint", ck_s, "--output", out_s, "exec", "--", program.to_str().unwrap()]);
+    args.push(fast.to_str().unwrap());
+    let master = bts_command().args(&args).stderr(Stdio::null()).spawn().unwrap();
+    let run = Killed { master, group_file: dir.path().join("fast.pid") };
+    // Every job but n9's is done while n9's sleeps.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let done = || (0..9).filter(|i| dir.path().join(format!("fast.n{i}")).exists()).count();
+    while done() < 9 || !run.group_file.exists() {
+        assert!(std::time::Instant::now() < deadline, "the jobs did not start within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(inspect(&ck)["counters"]["nodes"], 0, "only the run's first checkpoint yet");
+    // Told to stop, the run saves itself before n9's job comes back; then it is killed (a batch
+    // system's grace period running out).
+    signal(&run.master, "-TERM");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while inspect(&ck)["counters"]["nodes"] == 0 {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint written within 10 s of the stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(run);
+    // The root and the nine fast leaves (committed before the stop, but for a report on a loaded
+    // machine); n9's job is kept by its start node.
+    let saved = inspect(&ck);
+    assert!(saved["counters"]["nodes"].as_u64().unwrap() > 1, "{saved}");
+    assert_eq!(saved["complete"], false);
+    // Resumed, n9's job is done again, and quickly; each record is in the output once.
+    std::fs::write(&fast, "").unwrap();
+    let o = bts(&["resume", ck_s, "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!((summary(&o)["nodes"].as_u64(), summary(&o)["outputs"].as_u64()), (Some(11), Some(10)));
+    assert_records_once(&out, 10);
+}
+
 #[test]
 fn kill_9_at_any_moment_loses_and_repeats_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -405,6 +405,51 @@ fn mpirun_starts_a_whole_run_in_one_command() {
     assert_eq!(s["workers"], 3);
 }
 
+/// Ctrl-C on `mpirun`: OpenMPI passes it on as SIGTERM to every rank a second later, and kills
+/// them all a second after that, or as soon as one exits. The master saves the run at once, and
+/// the worker ranks, once they have handed their work back, wait for it to end: the launch stops
+/// with its checkpoint, which resumes to the exact count.
+#[test]
+fn ctrl_c_on_mpirun_stops_the_launch_with_its_checkpoint() {
+    let have_mpirun = Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !have_mpirun {
+        assert!(std::env::var_os("BTS_REQUIRE_MPIRUN").is_none(), "mpirun is required but missing");
+        eprintln!("skipped: mpirun is not installed (Debian package openmpi-bin)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (rendezvous, summary_file, ck) =
+        (dir.path().join("rendezvous"), dir.path().join("summary.json"), dir.path().join("run.ckpt"));
+    let launch = Command::new("mpirun")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-np", "3", env!("CARGO_BIN_EXE_bts"), "run", "--progress", "never"])
+        .args(["--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary_file.to_str().unwrap()])
+        .args(["--checkpoint", ck.to_str().unwrap(), "uts", "--preset", "T1", "-g", "20"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&rendezvous).map_or(true, |t| !t.contains(':')) {
+        assert!(Instant::now() < deadline, "the master did not announce itself within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    Command::new("kill").args(["-INT", &launch.id().to_string()]).status().unwrap();
+    let (code, log) = worker_output(launch);
+    assert_ne!(code, Some(0), "the launch stopped early: {log}");
+    // The master ended its run and wrote its summary and its last checkpoint.
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary_file).expect(&log)).unwrap();
+    assert_eq!(s["outcome"], "signal", "{log}");
+    let saved = inspect(&ck);
+    assert_eq!(saved["counters"]["nodes"], s["nodes"], "{log}");
+    assert!(s["nodes"].as_u64().unwrap() > 0, "{log}");
+    let o = bts(&["resume", ck.to_str().unwrap(), "--workers", "2", "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_t1(&summary(&o));
+}
+
 /// The examples' binary, built by `cargo test` next to this test binary.
 fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();

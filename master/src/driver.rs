@@ -174,6 +174,10 @@ pub struct DriveOptions {
     pub stop_file: Option<PathBuf>,
     /// Save the run this often without stopping it.
     pub checkpoint_every: Option<Duration>,
+    /// Save the run as soon as it is told to stop (a signal, the time limit, the stop file), before
+    /// the jobs out with workers come back: a stop is often followed by a kill (a batch system's
+    /// grace period; `mpirun` kills every rank a second after it passes Ctrl-C on as SIGTERM).
+    pub save_on_stop: bool,
     /// More workers may join later (a listening master); otherwise losing every worker ends the run.
     pub workers_may_join: bool,
     /// Call [`Observer::tick`] this often.
@@ -302,7 +306,7 @@ pub fn drive(
             timers.rearm_checkpoint(options, Instant::now());
         }
         if let Some(reason) = due.stop {
-            scheduler.stop(reason);
+            stop(scheduler, reason, output, observer, options);
         }
 
         let event = match early.pop_front() {
@@ -336,7 +340,7 @@ pub fn drive(
                 links.remove(&worker);
                 scheduler.handle_leave(worker);
             }
-            Event::Stop(reason) => scheduler.stop(reason),
+            Event::Stop(reason) => stop(scheduler, reason, output, observer, options),
             Event::Poll(_)
             | Event::ProcessJoined { .. }
             | Event::ProcessLeft(_)
@@ -347,6 +351,26 @@ pub fn drive(
                 observer.finish(scheduler);
                 return Ok(Outcome::Stopped(reason));
             }
+        }
+    }
+}
+
+/// Tells the run to stop; the first time, with [`DriveOptions::save_on_stop`], saves it at once as
+/// a periodic checkpoint does (the jobs out with workers by their start nodes), so that a kill
+/// before they come back loses only their progress.
+fn stop(
+    scheduler: &mut Scheduler,
+    reason: StopReason,
+    output: &mut dyn Output,
+    observer: &mut dyn Observer,
+    options: &DriveOptions,
+) {
+    let first = !scheduler.stopping();
+    scheduler.stop(reason);
+    if first && options.save_on_stop && scheduler.outcome().is_none() {
+        match save(scheduler, output, observer, false) {
+            Ok(()) => tracing::info!("saved the run; waiting for the jobs out with workers"),
+            Err(e) => tracing::warn!("cannot save the run as it stops: {e}; the previous checkpoint stays valid"),
         }
     }
 }

@@ -347,6 +347,11 @@ impl Scheduler {
         self.dispatch();
     }
 
+    /// Whether the run was told to stop, or stops for a reason of its own.
+    pub fn stopping(&self) -> bool {
+        self.stop.is_some()
+    }
+
     // ----- outputs -----
 
     /// The next message to deliver.

@@ -3,8 +3,9 @@
 use super::args::WorkerArgs;
 use super::{CliError, Exit};
 use crate::Registry;
-use bts_worker::remote::{Ended, MasterAddress, RemoteError, RemoteOptions, work_for};
+use bts_worker::remote::{Ended, MasterAddress, RemoteError, RemoteOptions, wait_for_the_end, work_for};
 use std::path::Path;
+use std::time::Duration;
 
 pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
     crate::logging::init(args.verbose, args.quiet);
@@ -35,12 +36,21 @@ pub fn work(registry: &Registry, options: RemoteOptions) -> Result<Exit, CliErro
         }
         Ok(Ended::Left) => {
             crate::logging::say!("bts: left the run; the master has this worker's work");
+            if let MasterAddress::Rendezvous(file) = &options.master
+                && !wait_for_the_end(file, RANK_OUTLIVES_MASTER)
+            {
+                tracing::info!("the master is still running; this rank exits");
+            }
             Ok(Exit::Complete)
         }
         Err(e @ (RemoteError::Refused(_) | RemoteError::Tree(_))) => Err(CliError::usage(e)),
         Err(e) => Err(CliError::failure(e)),
     }
 }
+
+/// How long a worker rank of a cluster launch that left waits for its master to end the run (see
+/// [`wait_for_the_end`]): a rank taken out alone does not linger for the rest of the run.
+const RANK_OUTLIVES_MASTER: Duration = Duration::from_secs(10);
 
 /// How to make a token file, for messages.
 const MAKE_ONE: &str = "the master makes one when it does not exist (bts run --listen ... --token-file F), or \

@@ -500,6 +500,21 @@ async fn join(options: &RemoteOptions) -> Result<Option<Joined>, RemoteError> {
     }
 }
 
+/// Waits until the rendezvous file at `path` says its run is over (the master wrote its last
+/// checkpoint), or `at_most` has passed. A worker rank that left because the launch is being
+/// stopped waits so: `mpirun` kills every rank as soon as one exits once it has passed Ctrl-C on,
+/// and a worker rank that left first would take the master down before it saved the run.
+pub fn wait_for_the_end(path: &std::path::Path, at_most: Duration) -> bool {
+    let deadline = Instant::now() + at_most;
+    while Instant::now() < deadline {
+        if let Ok(AddressFile::Finished(..)) = read_address_file(path) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
 /// A cluster launch's ranks start within this long of each other: a `finished` rendezvous file older
 /// than this process by more is left over from an earlier run. Only when the launcher does not name
 /// its launches ([`launch_id`]): a fast run of the launch just before ends well within it.
