@@ -348,6 +348,42 @@ fn cluster_ranks_meet_through_the_rendezvous_file() {
     assert_eq!(late.status.code(), Some(0), "{}", String::from_utf8_lossy(&late.stderr));
 }
 
+/// Random polling in a cluster launch: the worker ranks take the master's token from the
+/// rendezvous file, and prove it to each other too (they once used their own, none, and every
+/// steal between processes failed: the run went on in one process).
+#[test]
+fn polling_ranks_of_a_cluster_launch_steal_from_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let rendezvous = dir.path().join("rendezvous");
+    let summary = dir.path().join("summary.json");
+    let args = ["run", "--mode", "polling", "--workers", "1", "--rendezvous", rendezvous.to_str().unwrap()];
+    let args: Vec<&str> = args
+        .into_iter()
+        .chain(["--summary-json", summary.to_str().unwrap(), "uts", "--preset", "T1", "-g", "20"])
+        .collect();
+    let ranks: Vec<Child> = (0..3)
+        .map(|rank| {
+            bts_command()
+                .args(&args)
+                .env("OMPI_COMM_WORLD_RANK", rank.to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for r in ranks {
+        let (code, log) = worker_output(r);
+        assert_eq!(code, Some(0), "{log}");
+        assert!(!log.contains("peer connection dropped"), "{log}");
+    }
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_t1(&s);
+    assert_eq!((s["mode"].as_str(), s["workers"].as_u64()), (Some("polling"), Some(3)));
+    // One worker a process: every steal crossed processes.
+    assert!(s["jobs"].as_u64() > Some(0), "no work moved between the ranks: {s}");
+}
+
 #[test]
 fn a_rank_does_not_take_the_end_of_the_launch_before_for_its_own() {
     // A fast run of the launch just before left its rendezvous file saying `finished` a moment ago;

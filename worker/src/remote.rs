@@ -43,6 +43,9 @@ struct Joined {
     handle: std::net::TcpStream,
     welcome: Welcome,
     peer_listener: Option<TcpListener>,
+    /// The run's token as the handshake proved it (the address file's, if it gives one): peers
+    /// of a polling run prove the same one.
+    token: Vec<u8>,
 }
 
 /// Where the master is.
@@ -130,7 +133,7 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<Ended,
             () = options.stop.cancelled() => Ok(Err(Ended::Left)),
         }
     })?;
-    let Joined { frames, write, handle, welcome, peer_listener } = match joined {
+    let Joined { frames, write, handle, welcome, peer_listener, token } = match joined {
         Ok(joined) => joined,
         Err(ended) => {
             if ended == Ended::RunOver {
@@ -165,7 +168,7 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<Ended,
             budget_worker(options, &*searcher, settings, frames, silence, &frames_tx)
         }
         WireMode::Polling { split } => {
-            let token = &options.token;
+            let token = &token;
             let threads = options.threads;
             let polling = PollingProcess { searcher: &*searcher, settings, split, token, threads, stop: &options.stop };
             polling.run(&handle, frames, silence, &frames_tx, peer_listener)
@@ -484,12 +487,13 @@ async fn join(options: &RemoteOptions) -> Result<Option<Joined>, RemoteError> {
         let listener = stream.local_addr().ok().and_then(|a| TcpListener::bind((a.ip(), 0)).ok());
         let peer_address = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.to_string());
         let handshake = handshake(stream, &address, &token, options.threads, peer_address);
+        let proved = token.clone();
         let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await.unwrap_or_else(|_| {
             Err(RemoteError::Lost(format!("the handshake took more than {} s", HANDSHAKE_TIMEOUT.as_secs())))
         });
         match handshake {
             Ok((welcome, frames, write)) => {
-                return Ok(Some(Joined { frames, write, handle, welcome, peer_listener: listener }));
+                return Ok(Some(Joined { frames, write, handle, welcome, peer_listener: listener, token: proved }));
             }
             Err(RemoteError::Lost(e)) if Instant::now() < deadline => {
                 tracing::debug!("the handshake with {address} failed ({e}); trying again");
