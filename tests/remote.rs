@@ -255,7 +255,10 @@ fn bad_peers_are_dropped_with_a_log_line_and_the_run_goes_on() {
     // Random bytes and an HTTP request.
     let noise: Vec<u8> = (0..2000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     keep.push(send_raw(&addr, &noise));
-    keep.push(send_raw(&addr, b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    // Twenty HTTP requests: the same failure again within a second is counted, not logged.
+    for _ in 0..20 {
+        keep.push(send_raw(&addr, b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    }
     // A valid preamble, then a length prefix of 4 GiB, and one of 64 KiB: more than a handshake needs.
     keep.push(send_raw(&addr, &[&preamble[..], &u32::MAX.to_le_bytes()].concat()));
     keep.push(send_raw(&addr, &[&preamble[..], &(64u32 << 10).to_le_bytes()].concat()));
@@ -314,6 +317,8 @@ fn bad_peers_are_dropped_with_a_log_line_and_the_run_goes_on() {
     ] {
         assert!(log.contains(line), "no log line with '{line}' in:\n{log}");
     }
+    let http = log.lines().filter(|l| l.contains("GET / HTTP")).count();
+    assert!(http < 5, "{http} log lines for twenty identical bad peers:\n{log}");
     drop(keep);
 }
 

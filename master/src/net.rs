@@ -177,17 +177,19 @@ async fn serve_connection(
     let _ = stream.set_nodelay(true);
     let config = &shared.config;
     let handshake = tokio::time::timeout(config.handshake_timeout, handshake(stream, config)).await;
-    drop(in_handshake);
-    let (threads, peer_address, mut frames, mut writer) = match handshake {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => {
-            tracing::warn!(%peer, "connection dropped: {e}");
-            let _ = handle.shutdown(Shutdown::Both);
-            return;
+    let failure = match handshake {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the handshake took too long".to_string()),
+    };
+    let (threads, peer_address, mut frames, mut writer) = match failure {
+        Ok(v) => {
+            drop(in_handshake);
+            v
         }
-        Err(_) => {
-            tracing::warn!(%peer, "connection dropped: the handshake took too long");
+        Err(why) => {
             let _ = handle.shutdown(Shutdown::Both);
+            in_handshake.failed(peer, "connection", &why);
             return;
         }
     };

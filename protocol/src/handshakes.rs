@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// How many connections may be in their handshake at once, by default.
 pub const MAX_HANDSHAKES: usize = 64;
@@ -15,7 +16,20 @@ pub const MAX_HANDSHAKES: usize = 64;
 pub struct Handshakes {
     limit: usize,
     open: Mutex<Open>,
+    failures: Mutex<Failures>,
 }
+
+/// Failed handshakes, for the log.
+#[derive(Debug, Default)]
+struct Failures {
+    /// Why the last one logged failed, and when it was logged.
+    logged: Option<(String, Instant)>,
+    /// How many failed since, not logged.
+    quiet: u64,
+}
+
+/// Handshakes that fail for the same reason are logged at most this often.
+const FAILURES_LOGGED_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Default)]
 struct Open {
@@ -33,7 +47,7 @@ pub struct InHandshake {
 
 impl Handshakes {
     pub fn new(limit: usize) -> Arc<Self> {
-        Arc::new(Self { limit: limit.max(1), open: Mutex::default() })
+        Arc::new(Self { limit: limit.max(1), open: Mutex::default(), failures: Mutex::default() })
     }
 
     /// Adds `stream`; returns its place, and whether an older connection was dropped for it.
@@ -63,6 +77,36 @@ impl Handshakes {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl InHandshake {
+    /// This connection's handshake failed (`why`): gives up its place, and logs a warning naming
+    /// `what` failed and the peer. Each reason is logged, but the same one again at most once a
+    /// second, with how many failed in between: a flood of strangers, or a peer that keeps trying
+    /// with the wrong token, cannot flood the log.
+    pub fn failed(self, peer: &str, what: &str, why: &str) {
+        match self.note_failure(why) {
+            Some(0) => tracing::warn!(%peer, "{what} dropped: {why}"),
+            Some(more) => tracing::warn!(%peer, "{what} dropped: {why} ({more} more failed handshakes not logged)"),
+            None => tracing::debug!(%peer, "{what} dropped: {why}"),
+        }
+    }
+
+    /// Counts a failure; `Some(n)` if it is to be logged, `n` failures after the last one logged.
+    fn note_failure(&self, why: &str) -> Option<u64> {
+        let mut failures = self.list.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        match &failures.logged {
+            Some((last, at)) if last == why && now.duration_since(*at) < FAILURES_LOGGED_EVERY => {
+                failures.quiet += 1;
+                None
+            }
+            _ => {
+                failures.logged = Some((why.to_string(), now));
+                Some(std::mem::take(&mut failures.quiet))
+            }
+        }
     }
 }
 
@@ -106,5 +150,21 @@ mod tests {
         assert_eq!(list.len(), 2, "an evicted place is already gone");
         drop(t2);
         assert_eq!(list.len(), 1, "a finished handshake leaves the list");
+    }
+
+    #[test]
+    fn failed_handshakes_are_logged_once_a_second_for_the_same_reason() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let list = Handshakes::new(8);
+        let fail = |why: &str| {
+            let (_client, server) = pair(&listener);
+            list.admit(&server).0.note_failure(why)
+        };
+        assert_eq!(fail("wrong token"), Some(0), "the first is logged");
+        assert_eq!((fail("wrong token"), fail("wrong token")), (None, None), "then the same reason is not");
+        assert_eq!(fail("not a bts worker"), Some(2), "another reason is, with the count of those not logged");
+        assert_eq!(fail("not a bts worker"), None);
+        std::thread::sleep(FAILURES_LOGGED_EVERY);
+        assert_eq!(fail("not a bts worker"), Some(1), "a second later, the same reason is logged again");
     }
 }

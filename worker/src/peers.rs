@@ -357,17 +357,19 @@ async fn serve(
 ) {
     let _ = stream.set_nodelay(true);
     let handshake = tokio::time::timeout(HANDSHAKE, accept_handshake(&mut stream, &token)).await;
-    drop(in_handshake);
-    let mut frames = match handshake {
-        Ok(Ok(frames)) => frames,
-        Ok(Err(e)) => {
-            tracing::warn!(%peer, "peer connection dropped: {e}");
-            let _ = handle.shutdown(Shutdown::Both);
-            return;
+    let failure = match handshake {
+        Ok(Ok(frames)) => Ok(frames),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the handshake took too long".to_string()),
+    };
+    let mut frames = match failure {
+        Ok(frames) => {
+            drop(in_handshake);
+            frames
         }
-        Err(_) => {
-            tracing::warn!(%peer, "peer connection dropped: the handshake took too long");
+        Err(why) => {
             let _ = handle.shutdown(Shutdown::Both);
+            in_handshake.failed(&peer, "peer connection", &why);
             return;
         }
     };
