@@ -449,7 +449,7 @@ fn mpirun_starts_a_whole_run_in_one_command() {
 /// Ctrl-C on `mpirun`: OpenMPI passes it on as SIGTERM to every rank a second later, and kills
 /// them all a second after that, or as soon as one exits. The master saves the run at once, and
 /// the worker ranks, once they have handed their work back, wait for it to end: the launch stops
-/// with its checkpoint, which resumes to the exact count.
+/// with its checkpoint, which a launch of `bts resume` carries on to the exact count.
 #[test]
 fn ctrl_c_on_mpirun_stops_the_launch_with_its_checkpoint() {
     let have_mpirun = Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success());
@@ -486,9 +486,19 @@ fn ctrl_c_on_mpirun_stops_the_launch_with_its_checkpoint() {
     let saved = inspect(&ck);
     assert_eq!(saved["counters"]["nodes"], s["nodes"], "{log}");
     assert!(s["nodes"].as_u64().unwrap() > 0, "{log}");
-    let o = bts(&["resume", ck.to_str().unwrap(), "--workers", "2", "--summary-json", "-"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_t1(&summary(&o));
+    assert!(log.contains(&format!("each rank running: bts resume {}", ck.display())), "{log}");
+    // The launch resumes as one: the worker ranks leave the checkpoint to rank 0.
+    let o = Command::new("mpirun")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-np", "3", env!("CARGO_BIN_EXE_bts"), "resume", ck.to_str().unwrap()])
+        .args(["--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary_file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary_file).unwrap()).unwrap();
+    assert_t1(&s);
+    assert_eq!((s["segments"].as_u64(), s["workers"].as_u64()), (Some(2), Some(3)), "{s}");
 }
 
 /// The examples' binary, built by `cargo test` next to this test binary.

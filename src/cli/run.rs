@@ -25,11 +25,8 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         Parsed::Args(a) => a,
         Parsed::Exit(e) => return Ok(e),
     };
-    if let Some(file) = &args.remote.rendezvous {
-        let rank = cluster_rank();
-        if rank > 0 {
-            return rendezvous_worker(registry, &args, file, rank);
-        }
+    if let Some(exit) = worker_rank(registry, &args) {
+        return exit;
     }
     let Some((spec, searcher)) = build_tree(registry, parts, "bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]")? else {
         return Ok(Exit::Complete);
@@ -72,6 +69,10 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let Some(path) = parts.tree.map(PathBuf::from) else {
         return Err(CliError::usage("no checkpoint given: bts resume <CHECKPOINT> [RUN-OPTIONS]"));
     };
+    // The checkpoint is rank 0's: the other ranks work for it.
+    if let Some(exit) = worker_rank(registry, &args) {
+        return exit;
+    }
     let identity = file_identity(&path);
     let mut checkpoint = bts_checkpoints::load(&path)
         .map_err(|e| CliError::usage(format!("cannot resume from {}: {e}", path.display())))?;
@@ -189,6 +190,13 @@ fn cluster_rank() -> u64 {
         .iter()
         .find_map(|var| std::env::var(var).ok()?.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// In a cluster launch (`--rendezvous`), a rank other than 0 works for rank 0's master.
+fn worker_rank(registry: &Registry, args: &RunArgs) -> Option<Result<Exit, CliError>> {
+    let file = args.remote.rendezvous.as_ref()?;
+    let rank = cluster_rank();
+    (rank > 0).then(|| rendezvous_worker(registry, args, file, rank))
 }
 
 /// A rank other than 0 of a cluster launch: work for the master that rank 0 announces in `file`.
@@ -312,7 +320,16 @@ fn execute(
         written.map_err(|e| CliError::failure(format!("cannot write the summary to {}: {e}", path.display())))?;
     }
     let resume_hint = || match (&finished.checkpoint, &finished.checkpoint_error) {
-        (Some(p), _) => format!("checkpoint written to {0}; resume with: bts resume {0}", p.display()),
+        (Some(p), _) => match &args.remote.rendezvous {
+            // A cluster launch resumes as one too.
+            Some(r) => format!(
+                "checkpoint written to {0}; resume with your launcher as before, each rank running: bts resume \
+                 {0} --rendezvous {1}",
+                p.display(),
+                absolute(r).display()
+            ),
+            None => format!("checkpoint written to {0}; resume with: bts resume {0}", p.display()),
+        },
         (None, Some(e)) => match e {
             crate::RunError::Checkpoint { path, .. } => format!(
                 "{e}; the previous checkpoint there is still valid: bts resume {} carries on from it",
