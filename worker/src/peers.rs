@@ -19,7 +19,7 @@ use bts_protocol::runtime::{resolve, runtime, shutdown_handle};
 use bts_protocol::wire::PREAMBLE_LEN;
 use bts_protocol::{PeerEntry, PeerFrame, Preamble, auth};
 use futures_util::StreamExt;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener};
 use std::sync::mpsc::Sender;
@@ -46,6 +46,8 @@ pub struct Router {
     address: RwLock<Option<String>>,
     /// Connections dialled, by address: what goes into one is sent by its task.
     connections: Mutex<HashMap<String, UnboundedSender<(u32, PeerMsg)>>>,
+    /// The addresses that could not be dialled, each logged once.
+    unreachable: Arc<Mutex<HashSet<String>>>,
 }
 
 /// The inboxes of this process's workers: `first..first + inboxes.len()`.
@@ -91,7 +93,7 @@ impl Router {
     pub fn new(token: Vec<u8>, first: u32, local: Vec<Sender<PeerMsg>>, write_timeout: Duration) -> Self {
         let (table, address, connections) = (RwLock::default(), RwLock::default(), Mutex::new(HashMap::new()));
         let local = Arc::new(Local { first, inboxes: local });
-        Self { token, local, write_timeout, table, address, connections }
+        Self { token, local, write_timeout, table, address, connections, unreachable: Arc::default() }
     }
 
     /// The processes of the run and their workers (sent by the master when it changes).
@@ -151,6 +153,7 @@ impl Router {
             me: self.entry(),
             local: Arc::clone(&self.local),
             write_timeout: self.write_timeout,
+            unreachable: Arc::clone(&self.unreachable),
         };
         runtime().spawn(dialled.run(rx));
         connections.insert(address.to_string(), tx.clone());
@@ -212,16 +215,27 @@ struct Dialled {
     local: Arc<Local>,
     /// A peer that takes longer than this to take a message is treated as gone.
     write_timeout: Duration,
+    unreachable: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Dialled {
     /// Dials, then sends the messages as they come, whatever is waiting in one write, until the
     /// router drops the connection or it fails; after a failure, whatever is left is undelivered.
     async fn run(self, mut rx: UnboundedReceiver<(u32, PeerMsg)>) {
-        let failure = match tokio::time::timeout(HANDSHAKE, dial(&self.address, &self.token, self.me.clone())).await {
-            Ok(Ok(stream)) => self.send_all(stream, &mut rx).await,
-            Ok(Err(e)) => Some(e),
-            Err(_) => Some(io::Error::new(io::ErrorKind::TimedOut, "the handshake took too long")),
+        let dialled = match tokio::time::timeout(HANDSHAKE, dial(&self.address, &self.token, self.me.clone())).await {
+            Ok(dialled) => dialled,
+            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "the handshake took too long")),
+        };
+        let failure = match dialled {
+            Ok(stream) => self.send_all(stream, &mut rx).await,
+            Err(e) => {
+                // Work cannot move between this process and that one: say so, once, as the run
+                // goes on without it (a process that has just left is also unreachable).
+                if self.unreachable.lock().unwrap_or_else(|e| e.into_inner()).insert(self.address.clone()) {
+                    tracing::warn!(peer = %self.address, "cannot reach another process's workers: {e}");
+                }
+                Some(e)
+            }
         };
         let Some(failure) = failure else { return };
         let why = format!("{}: {failure}", self.address);
@@ -474,6 +488,11 @@ mod tests {
         router.send(5, PeerMsg::Request { from: 0, epoch: 2 });
         assert_eq!(local.recv_timeout(WAIT).unwrap(), PeerMsg::NoWork { epoch: 2 });
         assert!(remote.recv_timeout(Duration::from_millis(200)).is_err(), "a message got through without the token");
+        // Each attempt dials again and fails; the failure is logged for the first only.
+        router.send(5, PeerMsg::Request { from: 0, epoch: 3 });
+        assert_eq!(local.recv_timeout(WAIT).unwrap(), PeerMsg::NoWork { epoch: 3 });
+        let unreachable = router.unreachable.lock().unwrap().clone();
+        assert_eq!(unreachable, HashSet::from([server.address().to_string()]));
     }
 
     #[test]
