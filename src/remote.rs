@@ -40,6 +40,14 @@ impl Listening {
     }
 }
 
+/// Whether this process has written its address file.
+static ANNOUNCED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process has announced where it listens (written its address file).
+pub fn announced() -> bool {
+    ANNOUNCED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Raises this process's soft limit of open files to its hard limit: every worker's connection holds
 /// two descriptors, and the usual soft limit of 1,024 would refuse workers long before the master's
 /// connection slots are full.
@@ -116,6 +124,7 @@ pub fn serve(
         let launch = launch.as_deref();
         write_atomically(file, address_file_text(&advertised, token, launch).as_bytes(), token.is_some())
             .map_err(|e| RunError::Setup(format!("cannot write the address file {}: {e}", file.display())))?;
+        ANNOUNCED.store(true, std::sync::atomic::Ordering::SeqCst);
     }
     Ok(Listening { server, address_file: listen.address_file.clone(), rendezvous: listen.rendezvous })
 }

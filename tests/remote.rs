@@ -353,6 +353,45 @@ fn cluster_ranks_meet_through_the_rendezvous_file() {
     assert_eq!(late.status.code(), Some(0), "{}", String::from_utf8_lossy(&late.stderr));
 }
 
+/// Rank 0 that cannot start the run (here a missing input file) says so in the rendezvous file:
+/// the other ranks of its launch stop at once with its reason, instead of waiting minutes for it
+/// (a launcher such as srun lets them run on); the ranks of the next launch are not misled.
+#[test]
+fn ranks_stop_at_once_when_rank_0_cannot_start_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let rendezvous = dir.path().join("rendezvous");
+    let rank = |r: u32, launch: &str, tree: &[&str]| {
+        bts_command()
+            .args(["run", "--rendezvous", rendezvous.to_str().unwrap()])
+            .args(tree)
+            .env("PMIX_RANK", r.to_string())
+            .env("PMIX_NAMESPACE", launch)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let missing = dir.path().join("missing.txt");
+    let bad = ["knapsack", "--file", missing.to_str().unwrap()];
+    let worker = rank(1, "1111", &bad);
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let (code, log) = worker_output(rank(0, "1111", &bad));
+    assert_eq!(code, Some(2), "{log}");
+    let (code, log) = worker_output(worker);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("rank 0 (the master) could not start the run: knapsack: cannot read"), "{log}");
+    assert!(started.elapsed() < Duration::from_secs(20), "the worker rank waited {:?}", started.elapsed());
+    // The next launch's worker rank waits past that launch's failure for its own master.
+    let good = ["uts", "--preset", "T1", "-g", "3"];
+    let worker = rank(1, "2222", &good);
+    std::thread::sleep(Duration::from_millis(500));
+    let (code, log) = worker_output(rank(0, "2222", &good));
+    assert_eq!(code, Some(0), "{log}");
+    let (code, log) = worker_output(worker);
+    assert_eq!(code, Some(0), "{log}");
+}
+
 /// Random polling in a cluster launch: the worker ranks take the master's token from the
 /// rendezvous file, and prove it to each other too (they once used their own, none, and every
 /// steal between processes failed: the run went on in one process).

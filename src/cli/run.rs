@@ -2,14 +2,15 @@
 
 use super::args::{Mode, OrderArg, Progress, RunArgs, SplitArg, StartArg};
 use super::files::{self, CheckpointLock, FileOutput, absolute};
-use super::split::split;
+use super::split::{Split, split};
 use super::worker::{read_or_make_token, read_token};
 use super::{CliError, Exit, build_tree, print_clap_before_tree, tree_named};
 use crate::{ListenOptions, MonitorOptions, PollingStart, ProgressMode, Registry, Run, RunMode, RunOptions, SplitRule};
+use bts_checkpoints::write_atomically;
 use bts_checkpoints::{Checkpoint, StoredMode};
 use bts_master::{BudgetConfig, Discard, OptimumConfig, Order, Outcome, Output, SchedulerConfig, StopReason};
 use bts_protocol::TreeSpec;
-use bts_worker::remote::{MasterAddress, RemoteOptions};
+use bts_worker::remote::{MasterAddress, RemoteOptions, address_file_failed, launch_id};
 use bts_worker::{FileFrame, Searcher, digest_text};
 use clap::{CommandFactory, FromArgMatches};
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
@@ -28,16 +29,21 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     if let Some(exit) = worker_rank(registry, &args) {
         return exit;
     }
+    failure_announced(&args, run_master(registry, parts, &args))
+}
+
+/// `bts run` of a master.
+fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit, CliError> {
     let Some((spec, searcher)) = build_tree(registry, parts, "bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]")? else {
         return Ok(Exit::Complete);
     };
     if args.stopping.checkpoint_every.is_some() && args.stopping.checkpoint.is_none() {
         return Err(CliError::usage("--checkpoint-every needs --checkpoint FILE"));
     }
-    check_optimising(&args, &*searcher, &spec)?;
-    let mut options = run_options(&args, None)?;
+    check_optimising(args, &*searcher, &spec)?;
+    let mut options = run_options(args, None)?;
     let output_path = args.output.output.as_deref().filter(|_| !args.output.count_only);
-    files::check(&args, output_path, options.checkpoint.as_deref())?;
+    files::check(args, output_path, options.checkpoint.as_deref())?;
     let _lock = options.checkpoint.as_deref().map(CheckpointLock::take).transpose()?;
     let frame = searcher.file_frame(None);
     let mut warnings = stdout_warnings(&options);
@@ -47,10 +53,10 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
              would be written again; use --output FILE for exactly-once output",
         );
     }
-    let (output, output_path) = open_output(&args, warnings, frame.as_ref())?;
+    let (output, output_path) = open_output(args, warnings, frame.as_ref())?;
     options.output_path = output_path.clone();
     let framed = output_path.zip(frame.is_some().then(|| Arc::clone(&searcher)));
-    execute(&args, Run::with_searcher(spec, searcher).options(options), output, false, framed)
+    execute(args, Run::with_searcher(spec, searcher).options(options), output, false, framed)
 }
 
 /// `bts resume <CHECKPOINT> [RUN-OPTIONS]`
@@ -73,8 +79,13 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     if let Some(exit) = worker_rank(registry, &args) {
         return exit;
     }
-    let identity = file_identity(&path);
-    let mut checkpoint = bts_checkpoints::load(&path)
+    failure_announced(&args, resume_master(registry, &path, &args))
+}
+
+/// `bts resume` of a master.
+fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exit, CliError> {
+    let identity = file_identity(path);
+    let mut checkpoint = bts_checkpoints::load(path)
         .map_err(|e| CliError::usage(format!("cannot resume from {}: {e}", path.display())))?;
     let searcher = registry.build(&checkpoint.tree).map_err(|e| {
         CliError::usage(format!(
@@ -94,19 +105,18 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             digest_text(searcher.input_digest()),
         )));
     }
-    check_optimising(&args, &*searcher, &checkpoint.tree)?;
-    let mut options = run_options(&args, Some(&checkpoint))?;
+    check_optimising(args, &*searcher, &checkpoint.tree)?;
+    let mut options = run_options(args, Some(&checkpoint))?;
     // The run carries on in the file it was resumed from (a copy of a run carries on in the copy).
     let resumed_in_place = options.checkpoint.is_none();
-    let written = options.checkpoint.get_or_insert_with(|| absolute(&path)).clone();
+    let written = options.checkpoint.get_or_insert_with(|| absolute(path)).clone();
     if let Some(b) = args.budget.budget {
         checkpoint.budget.base = b;
     }
-    let output_path =
-        if checkpoint.options.count_only { None } else { resumed_output_path(&args, &checkpoint, &path)? };
-    files::check(&args, output_path.as_deref(), Some(&written))?;
+    let output_path = if checkpoint.options.count_only { None } else { resumed_output_path(args, &checkpoint, path)? };
+    files::check(args, output_path.as_deref(), Some(&written))?;
     let _lock = CheckpointLock::take(&written)?;
-    if resumed_in_place && file_identity(&path) != identity {
+    if resumed_in_place && file_identity(path) != identity {
         return Err(CliError::usage(format!(
             "{} was replaced while it was being read: is another bts running on it?",
             path.display()
@@ -131,7 +141,7 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let framed = options.output_path.clone().filter(|_| frame_len.0 > 0).map(|p| (p, Arc::clone(&searcher)));
     let polling = matches!(options.mode, RunMode::Polling { .. });
     let mixed_modes = polling != matches!(checkpoint.options.mode, StoredMode::Polling { .. });
-    execute(&args, Run::resume(checkpoint, searcher).options(options), output, mixed_modes, framed)
+    execute(args, Run::resume(checkpoint, searcher).options(options), output, mixed_modes, framed)
 }
 
 /// Which file `path` is now (`None` if there is none).
@@ -190,6 +200,19 @@ fn cluster_rank() -> u64 {
         .iter()
         .find_map(|var| std::env::var(var).ok()?.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// Rank 0 of a cluster launch that fails before it announced itself says so in the rendezvous
+/// file, so that the other ranks stop at once: a launcher that lets them run on (as `srun` does
+/// by default) would have them wait minutes for a master that never comes.
+fn failure_announced(args: &RunArgs, result: Result<Exit, CliError>) -> Result<Exit, CliError> {
+    if let (Err(e), Some(file), Some(launch)) = (&result, &args.remote.rendezvous, launch_id())
+        && !crate::remote::announced()
+        && let Err(w) = write_atomically(file, address_file_failed(&launch, &e.message).as_bytes(), false)
+    {
+        tracing::warn!("cannot tell the other ranks through {}: {w}", file.display());
+    }
+    result
 }
 
 /// In a cluster launch (`--rendezvous`), a rank other than 0 works for rank 0's master.

@@ -413,6 +413,15 @@ pub fn address_file_finished(launch: Option<&str>) -> String {
 
 const FINISHED: &str = "finished";
 
+/// What a rendezvous file says when rank 0 could not start the run (`why`, on one line), so that
+/// the other ranks of the launch stop at once instead of waiting for a master that never comes.
+pub fn address_file_failed(launch: &str, why: &str) -> String {
+    let why = why.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+    format!("{FAILED}\nlaunch {launch}\nreason {why}\n")
+}
+
+const FAILED: &str = "failed";
+
 fn launch_line(launch: Option<&str>) -> String {
     launch.map_or_else(String::new, |l| format!("launch {l}\n"))
 }
@@ -436,6 +445,8 @@ enum AddressFile {
     Missing,
     /// The run it announced is over; written at the given time, by the given launch.
     Finished(std::time::SystemTime, Option<String>),
+    /// Rank 0 of the given launch could not start the run, for this reason.
+    Failed(Option<String>, String),
     /// Where the master listens, its token if the file gives one, and its launch.
     Address(String, Option<Vec<u8>>, Option<String>),
 }
@@ -448,15 +459,20 @@ fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
     };
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let Some(address) = lines.next() else { return Ok(AddressFile::Missing) };
-    let (mut token, mut launch) = (None, None);
+    let (mut token, mut launch, mut reason) = (None, None, None);
     for line in lines {
         if let Some(t) = line.strip_prefix("token ").and_then(unhex) {
             token = Some(t);
         } else if let Some(l) = line.strip_prefix("launch ") {
             launch = Some(l.to_string());
+        } else if let Some(r) = line.strip_prefix("reason ").filter(|_| address == FAILED) {
+            reason = Some(r.to_string());
         } else {
             return Err(format!("{}: '{line}' is neither 'token <hex>' nor 'launch <id>'", path.display()));
         }
+    }
+    if address == FAILED {
+        return Ok(AddressFile::Failed(launch, reason.unwrap_or_default()));
     }
     if address == FINISHED {
         let written = std::fs::metadata(path).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
@@ -553,6 +569,10 @@ async fn connect(
             AddressFile::Address(a, t, launch) if !earlier(&launch) => (a, t.unwrap_or_else(|| options.token.clone())),
             AddressFile::Finished(written, launch) if rendezvous && this_launch(&launch, written) => {
                 return Ok(None);
+            }
+            // Only a launch that names itself can tell its own failure from an earlier one's.
+            AddressFile::Failed(Some(launch), why) if rendezvous && ours.as_ref() == Some(&launch) => {
+                return Err(RemoteError::Unreachable(format!("rank 0 (the master) could not start the run: {why}")));
             }
             _ if Instant::now() >= deadline => {
                 return Err(RemoteError::Unreachable("the master's address file did not appear".into()));
