@@ -177,6 +177,7 @@ pub struct DriveOptions {
     /// Save the run as soon as it is told to stop (a signal, the time limit, the stop file), before
     /// the jobs out with workers come back: a stop is often followed by a kill (a batch system's
     /// grace period; `mpirun` kills every rank a second after it passes Ctrl-C on as SIGTERM).
+    /// Budget mode only: a polling run stops by pausing its workers, which is how it saves.
     pub save_on_stop: bool,
     /// More workers may join later (a listening master); otherwise losing every worker ends the run.
     pub workers_may_join: bool,
