@@ -42,7 +42,8 @@ struct Joined {
     /// Shuts the connection down from any thread.
     handle: std::net::TcpStream,
     welcome: Welcome,
-    peer_listener: Option<TcpListener>,
+    /// Where other processes' polling workers reach this one, and the address announced for it.
+    peer_listener: Option<(TcpListener, String)>,
     /// The run's token as the handshake proved it (the address file's, if it gives one): peers
     /// of a polling run prove the same one.
     token: Vec<u8>,
@@ -241,7 +242,7 @@ impl PollingProcess<'_> {
         mut master: Frames,
         silence: Duration,
         frames: &FramesOut,
-        peer_listener: Option<TcpListener>,
+        peer_listener: Option<(TcpListener, String)>,
     ) -> Result<Ended, RemoteError> {
         let lost = |e: String| RemoteError::Lost(e);
         // The master first says which workers this process's threads are.
@@ -262,11 +263,11 @@ impl PollingProcess<'_> {
         let Some(first) = first? else { return Ok(Ended::RunOver) };
         let (senders, inboxes): (Vec<_>, Vec<_>) = (0..self.threads).map(|_| mpsc::channel::<PeerMsg>()).unzip();
         let router = Arc::new(Router::new(self.token.to_vec(), first, senders, silence));
-        let listener = peer_listener.ok_or_else(|| lost("no peer listener".into()))?;
+        let (listener, announced) = peer_listener.ok_or_else(|| lost("no peer listener".into()))?;
         // Serves the other processes' workers until this process's part of the run is over.
-        let peer_server = PeerServer::serve(listener, self.token.to_vec(), Arc::clone(&router))
+        let _peer_server = PeerServer::serve(listener, self.token.to_vec(), Arc::clone(&router))
             .map_err(|e| lost(format!("cannot serve peers: {e}")))?;
-        router.set_address(peer_server.address().to_string());
+        router.set_address(announced);
         let shared = Arc::new(Shared {
             peers: Box::new(Arc::clone(&router)),
             termination: Termination::waves(first, self.threads),
@@ -498,10 +499,10 @@ async fn join(options: &RemoteOptions) -> Result<Option<Joined>, RemoteError> {
         let Some((stream, address, token)) = connect(options, started, deadline).await? else { return Ok(None) };
         let _ = stream.set_nodelay(true);
         let handle = shutdown_handle(&stream).map_err(|e| RemoteError::Lost(e.to_string()))?;
-        // Polling workers of other processes reach this one on the interface that reaches the
-        // master: a listener there, announced in the handshake (unused in budget mode).
-        let listener = stream.local_addr().ok().and_then(|a| TcpListener::bind((a.ip(), 0)).ok());
-        let peer_address = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.to_string());
+        // Polling workers of other processes reach this one where they reach the master: a
+        // listener, announced in the handshake (unused in budget mode).
+        let listener = stream.local_addr().ok().and_then(|a| peer_listener(a.ip(), &address, &token));
+        let peer_address = listener.as_ref().map(|(_, announced)| announced.clone());
         let handshake = handshake(stream, &address, &token, options.threads, peer_address);
         let proved = token.clone();
         let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await.unwrap_or_else(|_| {
@@ -533,6 +534,35 @@ pub fn wait_for_the_end(path: &std::path::Path, at_most: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     false
+}
+
+/// A listener for the polling workers of other processes, and the address to announce for it.
+///
+/// It listens on `local`, the address this process reaches its master from, so that whoever
+/// reaches the master reaches it too. But a process on the master's own host that dialled the
+/// master by a host name which that host maps to a loopback address (Debian's `/etc/hosts` maps
+/// its own name to 127.0.1.1) would listen on loopback, out of reach of the other hosts: it
+/// listens on every interface instead and is announced by that name, as the master is. Only with
+/// a token: a run without one has its master on loopback, and its peers stay there.
+fn peer_listener(local: std::net::IpAddr, dialled: &str, token: &[u8]) -> Option<(TcpListener, String)> {
+    let host = match dialled.rsplit_once(':') {
+        Some((host, _)) if dialled.parse::<std::net::SocketAddr>().is_err() => host,
+        _ => "",
+    };
+    let by_name = !host.is_empty() && !host.eq_ignore_ascii_case("localhost");
+    if local.is_loopback() && by_name && !token.is_empty() {
+        let unspecified: std::net::IpAddr = if local.is_ipv4() {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
+        } else {
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        };
+        let listener = TcpListener::bind((unspecified, 0)).ok()?;
+        let port = listener.local_addr().ok()?.port();
+        return Some((listener, format!("{host}:{port}")));
+    }
+    let listener = TcpListener::bind((local, 0)).ok()?;
+    let announced = listener.local_addr().ok()?.to_string();
+    Some((listener, announced))
 }
 
 /// A cluster launch's ranks start within this long of each other: a `finished` rendezvous file older
@@ -794,6 +824,36 @@ fn push(frame: WorkerFrame, out: &mut Vec<u8>) {
                 message: format!("its report is larger than the {} MiB frame limit", MAX_FRAME >> 20),
             };
             let _ = encode_frame(&WorkerFrame::Message { thread, message: FromWorker::Failed(failure) }, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+    /// Where a listener from [`peer_listener`] listens, and what it is announced as.
+    fn peer_listener_at(local: IpAddr, dialled: &str, token: &[u8]) -> (IpAddr, String, u16) {
+        let (listener, announced) = peer_listener(local, dialled, token).expect("a listener");
+        let bound = listener.local_addr().unwrap();
+        (bound.ip(), announced, bound.port())
+    }
+
+    #[test]
+    fn a_process_that_reached_its_master_by_name_through_loopback_listens_for_peers_everywhere() {
+        // The master's host maps its own name to loopback: other hosts must reach this process
+        // too, by that name.
+        let (ip, announced, port) = peer_listener_at(LOOPBACK, "node0:7000", b"token");
+        assert!(ip.is_unspecified(), "{ip}");
+        assert_eq!(announced, format!("node0:{port}"));
+        // Dialled by a loopback address, or as localhost, or in a run without a token (whose
+        // master is on loopback only): the run is on this host, and so are its peers.
+        for (dialled, token) in [("127.0.0.1:7000", &b"token"[..]), ("localhost:7000", b"token"), ("node0:7000", b"")] {
+            let (ip, announced, port) = peer_listener_at(LOOPBACK, dialled, token);
+            assert_eq!((ip, announced), (LOOPBACK, format!("127.0.0.1:{port}")), "{dialled}");
         }
     }
 }
