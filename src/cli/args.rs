@@ -203,7 +203,7 @@ pub struct WorkerArgs {
     /// Worker threads [default: the number of cores]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub threads: Option<u32>,
-    /// Keep trying to reach the master (and waiting for the address file) this long
+    /// Keep trying to reach the master (and waiting for the address file) this long, at the start and after losing it
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_seconds)]
     pub retry: Duration,
     /// More log output (-v: info, -vv: debug)

@@ -5,7 +5,7 @@ use super::{CliError, Exit};
 use crate::Registry;
 use bts_worker::remote::{Ended, MasterAddress, RemoteError, RemoteOptions, wait_for_the_end, work_for};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
     crate::logging::init(args.verbose, args.quiet);
@@ -26,10 +26,53 @@ pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
 /// does not have): exit 2; the master unreachable or lost: exit 1. Told to stop by a signal, it
 /// leaves the run handing its work back: exit 0 too, as it did nothing wrong (launchers such as
 /// mpirun and srun take any other status for a failure of the whole job).
-pub fn work(registry: &Registry, options: RemoteOptions) -> Result<Exit, CliError> {
+pub fn work(registry: &Registry, mut options: RemoteOptions) -> Result<Exit, CliError> {
     crate::signals::leave_on_signal(options.stop.clone());
     let build = |spec: &bts_protocol::TreeSpec| registry.build(spec).map_err(|e| e.to_string());
-    match work_for(&options, &build) {
+    // A worker that loses its master while the master lives on (a network cut, a suspended
+    // machine: the master drops a worker silent for --worker-timeout), or comes back (resumed on
+    // the same address file), joins the run again within --retry, as a new worker: the master has
+    // put its jobs back. A rank of a cluster launch tries for 10 s at most (its launcher may hold
+    // the nodes until it exits). Losses soon after joining are not retried forever.
+    let (mut lost, mut quick_losses) = (None::<String>, 0);
+    loop {
+        let joined_at = Instant::now();
+        let ended = work_for(&options, &build);
+        match ended {
+            Err(RemoteError::Lost(why)) if !options.stop.is_cancelled() && quick_losses < MAX_QUICK_LOSSES => {
+                if joined_at.elapsed() < REJOIN_FOR {
+                    quick_losses += 1;
+                } else {
+                    quick_losses = 0;
+                }
+                if matches!(options.master, MasterAddress::Rendezvous(_)) {
+                    options.retry_for = options.retry_for.min(REJOIN_FOR);
+                }
+                crate::logging::say!(
+                    "bts: lost the master ({why}); joining its run again (for {} s at most)",
+                    options.retry_for.as_secs()
+                );
+                lost = Some(why);
+                continue;
+            }
+            Err(RemoteError::Unreachable(e)) if let Some(why) = &lost => {
+                return Err(CliError::failure(format!("lost the master ({why}), and cannot reach it again: {e}")));
+            }
+            ended => return finish(ended, &options),
+        }
+    }
+}
+
+/// A worker that loses its master this many times, each within [`REJOIN_FOR`] of joining, gives up.
+const MAX_QUICK_LOSSES: u32 = 3;
+
+/// A session shorter than this that ends with the master lost counts as a quick loss; and how long
+/// a rank of a cluster launch tries to reach its master.
+const REJOIN_FOR: Duration = Duration::from_secs(10);
+
+/// The exit of a worker process, from how its work for a master ended.
+fn finish(ended: Result<Ended, RemoteError>, options: &RemoteOptions) -> Result<Exit, CliError> {
+    match ended {
         Ok(Ended::RunOver) => {
             tracing::info!("the run is over");
             Ok(Exit::Complete)

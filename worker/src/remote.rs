@@ -100,7 +100,7 @@ pub enum RemoteError {
     /// The master could not be reached.
     #[error("{0}")]
     Unreachable(String),
-    /// The master went away or broke the protocol during the run.
+    /// The master went away or broke the protocol during the run (after this worker joined it).
     #[error("{0}")]
     Lost(String),
 }
@@ -130,7 +130,11 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<Ended, RemoteError> {
     let joined = runtime().block_on(async {
         tokio::select! {
-            joined = join(options) => joined.map(|j| j.ok_or(Ended::RunOver)),
+            // A failure before joining is not the loss of a master this worker worked for.
+            joined = join(options) => joined.map(|j| j.ok_or(Ended::RunOver)).map_err(|e| match e {
+                RemoteError::Lost(why) => RemoteError::Unreachable(why),
+                e => e,
+            }),
             () = options.stop.cancelled() => Ok(Err(Ended::Left)),
         }
     })?;
@@ -505,9 +509,13 @@ async fn join(options: &RemoteOptions) -> Result<Option<Joined>, RemoteError> {
         let peer_address = listener.as_ref().map(|(_, announced)| announced.clone());
         let handshake = handshake(stream, &address, &token, options.threads, peer_address);
         let proved = token.clone();
-        let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await.unwrap_or_else(|_| {
-            Err(RemoteError::Lost(format!("the handshake took more than {} s", HANDSHAKE_TIMEOUT.as_secs())))
-        });
+        // Within what is left of the time to try (a second at least): a master that accepts but
+        // does not answer (stopped, overloaded) holds a worker no longer than --retry.
+        let limit =
+            HANDSHAKE_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())).max(Duration::from_secs(1));
+        let handshake = tokio::time::timeout(limit, handshake)
+            .await
+            .unwrap_or_else(|_| Err(RemoteError::Lost(format!("the handshake took more than {} s", limit.as_secs()))));
         match handshake {
             Ok((welcome, frames, write)) => {
                 return Ok(Some(Joined { frames, write, handle, welcome, peer_listener: listener, token: proved }));
