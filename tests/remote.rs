@@ -516,23 +516,34 @@ fn a_rank_does_not_take_the_end_of_the_launch_before_for_its_own() {
     assert_eq!(std::fs::read_to_string(&rendezvous).unwrap(), "finished\nlaunch 2222\n");
 }
 
-#[test]
-fn mpirun_starts_a_whole_run_in_one_command() {
-    let have_mpirun = Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !have_mpirun {
+/// Whether `mpirun` is here; if not, the caller skips, unless CI requires it.
+fn have_mpirun() -> bool {
+    let have = Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !have {
         assert!(std::env::var_os("BTS_REQUIRE_MPIRUN").is_none(), "mpirun is required but missing");
         eprintln!("skipped: mpirun is not installed (Debian package openmpi-bin)");
+    }
+    have
+}
+
+/// `mpirun -np 3 bts ARGS`, as root too.
+fn mpirun(args: &[&str]) -> Command {
+    let mut command = Command::new("mpirun");
+    command.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    command.args(["--oversubscribe", "-np", "3", env!("CARGO_BIN_EXE_bts")]).args(args);
+    command
+}
+
+#[test]
+fn mpirun_starts_a_whole_run_in_one_command() {
+    if !have_mpirun() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let rendezvous = dir.path().join("rendezvous");
     let summary = dir.path().join("summary.json");
-    let out = Command::new("mpirun")
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(["--oversubscribe", "-np", "3", env!("CARGO_BIN_EXE_bts"), "run"])
-        .args(["--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary.to_str().unwrap()])
-        .args(["uts", "--preset", "T1"])
+    let out = mpirun(&["run", "--rendezvous", rendezvous.to_str().unwrap(), "--summary-json"])
+        .args([summary.to_str().unwrap(), "uts", "--preset", "T1"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -547,21 +558,25 @@ fn mpirun_starts_a_whole_run_in_one_command() {
 /// with its checkpoint, which a launch of `bts resume` carries on to the exact count.
 #[test]
 fn ctrl_c_on_mpirun_stops_the_launch_with_its_checkpoint() {
-    let have_mpirun = Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !have_mpirun {
-        assert!(std::env::var_os("BTS_REQUIRE_MPIRUN").is_none(), "mpirun is required but missing");
-        eprintln!("skipped: mpirun is not installed (Debian package openmpi-bin)");
+    ctrl_c_on_mpirun("budget");
+}
+
+#[test]
+fn ctrl_c_on_mpirun_stops_a_polling_launch_with_its_checkpoint() {
+    ctrl_c_on_mpirun("polling");
+}
+
+fn ctrl_c_on_mpirun(mode: &str) {
+    if !have_mpirun() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let (rendezvous, summary_file, ck) =
         (dir.path().join("rendezvous"), dir.path().join("summary.json"), dir.path().join("run.ckpt"));
-    let launch = Command::new("mpirun")
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(["--oversubscribe", "-np", "3", env!("CARGO_BIN_EXE_bts"), "run", "--progress", "never"])
-        .args(["--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary_file.to_str().unwrap()])
-        .args(["--checkpoint", ck.to_str().unwrap(), "uts", "--preset", "T1", "-g", "20"])
+    let (rendezvous_s, summary_s, ck_s) =
+        (rendezvous.to_str().unwrap(), summary_file.to_str().unwrap(), ck.to_str().unwrap());
+    let launch = mpirun(&["run", "--mode", mode, "--progress", "never", "--rendezvous", rendezvous_s])
+        .args(["--summary-json", summary_s, "--checkpoint", ck_s, "uts", "--preset", "T1", "-g", "40"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -577,19 +592,13 @@ fn ctrl_c_on_mpirun_stops_the_launch_with_its_checkpoint() {
     assert_ne!(code, Some(0), "the launch stopped early: {log}");
     // The master ended its run and wrote its summary and its last checkpoint.
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary_file).expect(&log)).unwrap();
-    assert_eq!(s["outcome"], "signal", "{log}");
+    assert_eq!((s["outcome"].as_str(), s["mode"].as_str()), (Some("signal"), Some(mode)), "{log}");
     let saved = inspect(&ck);
     assert_eq!(saved["counters"]["nodes"], s["nodes"], "{log}");
     assert!(s["nodes"].as_u64().unwrap() > 0, "{log}");
     assert!(log.contains(&format!("each rank running: bts resume {}", ck.display())), "{log}");
     // The launch resumes as one: the worker ranks leave the checkpoint to rank 0.
-    let o = Command::new("mpirun")
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(["--oversubscribe", "-np", "3", env!("CARGO_BIN_EXE_bts"), "resume", ck.to_str().unwrap()])
-        .args(["--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary_file.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o = mpirun(&["resume", ck_s, "--rendezvous", rendezvous_s, "--summary-json", summary_s]).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary_file).unwrap()).unwrap();
     assert_t1(&s);
