@@ -378,6 +378,14 @@ fn bad_peers_are_dropped_with_a_log_line_and_the_run_goes_on() {
     drop(keep);
 }
 
+/// A process of a cluster launch: `bts ARGS` with what a launcher puts in the environment (its rank,
+/// and the launch's name), its log kept for [`worker_output`].
+fn spawn_rank(args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut command = bts_command();
+    command.args(args).envs(env.iter().copied());
+    command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
 #[test]
 fn cluster_ranks_meet_through_the_rendezvous_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -385,17 +393,7 @@ fn cluster_ranks_meet_through_the_rendezvous_file() {
     let summary = dir.path().join("summary.json");
     let args = ["run", "--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary.to_str().unwrap()];
     let args: Vec<&str> = args.into_iter().chain(["uts", "--preset", "T1", "-g", "3"]).collect();
-    let ranks: Vec<Child> = (0..3)
-        .map(|rank| {
-            bts_command()
-                .args(&args)
-                .env("OMPI_COMM_WORLD_RANK", rank.to_string())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let ranks: Vec<Child> = (0..3).map(|r| spawn_rank(&args, &[("OMPI_COMM_WORLD_RANK", &r.to_string())])).collect();
     for r in ranks {
         let (code, log) = worker_output(r);
         assert_eq!(code, Some(0), "{log}");
@@ -417,15 +415,8 @@ fn ranks_stop_at_once_when_rank_0_cannot_start_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let rendezvous = dir.path().join("rendezvous");
     let rank = |r: u32, launch: &str, tree: &[&str]| {
-        bts_command()
-            .args(["run", "--rendezvous", rendezvous.to_str().unwrap()])
-            .args(tree)
-            .env("PMIX_RANK", r.to_string())
-            .env("PMIX_NAMESPACE", launch)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        let args = [&["run", "--rendezvous", rendezvous.to_str().unwrap()][..], tree].concat();
+        spawn_rank(&args, &[("PMIX_RANK", &r.to_string()), ("PMIX_NAMESPACE", launch)])
     };
     let missing = dir.path().join("missing.txt");
     let bad = ["knapsack", "--file", missing.to_str().unwrap()];
@@ -461,17 +452,7 @@ fn polling_ranks_of_a_cluster_launch_steal_from_each_other() {
         .into_iter()
         .chain(["--summary-json", summary.to_str().unwrap(), "uts", "--preset", "T1", "-g", "20"])
         .collect();
-    let ranks: Vec<Child> = (0..3)
-        .map(|rank| {
-            bts_command()
-                .args(&args)
-                .env("OMPI_COMM_WORLD_RANK", rank.to_string())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let ranks: Vec<Child> = (0..3).map(|r| spawn_rank(&args, &[("OMPI_COMM_WORLD_RANK", &r.to_string())])).collect();
     for r in ranks {
         let (code, log) = worker_output(r);
         assert_eq!(code, Some(0), "{log}");
@@ -494,16 +475,7 @@ fn a_rank_does_not_take_the_end_of_the_launch_before_for_its_own() {
     std::fs::write(&rendezvous, "finished\nlaunch 1111\n").unwrap();
     let args = ["run", "--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary.to_str().unwrap()];
     let args: Vec<&str> = args.into_iter().chain(["uts", "--preset", "T1", "-g", "3"]).collect();
-    let rank = |r: u32| {
-        bts_command()
-            .args(&args)
-            .env("PMIX_RANK", r.to_string())
-            .env("PMIX_NAMESPACE", "2222")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let rank = |r: u32| spawn_rank(&args, &[("PMIX_RANK", &r.to_string()), ("PMIX_NAMESPACE", "2222")]);
     let worker = rank(1);
     std::thread::sleep(Duration::from_millis(500));
     let (code, log) = worker_output(rank(0));

@@ -177,21 +177,10 @@ async fn serve_connection(
     let _ = stream.set_nodelay(true);
     let config = &shared.config;
     let handshake = tokio::time::timeout(config.handshake_timeout, handshake(stream, config)).await;
-    let failure = match handshake {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("the handshake took too long".to_string()),
-    };
-    let (threads, peer_address, mut frames, mut writer) = match failure {
-        Ok(v) => {
-            drop(in_handshake);
-            v
-        }
-        Err(why) => {
-            let _ = handle.shutdown(Shutdown::Both);
-            in_handshake.failed(peer, "connection", &why);
-            return;
-        }
+    let Some((threads, peer_address, mut frames, mut writer)) =
+        in_handshake.end(handshake, &handle, peer, "connection")
+    else {
+        return;
     };
     // Slots are for authenticated workers only: strangers cannot take them.
     if shared.active.fetch_add(1, Ordering::SeqCst) >= config.max_connections {

@@ -1628,6 +1628,14 @@ impl<'w, 't> Sim<'w, 't> {
         self.announce_peers();
     }
 
+    /// Most processes that go are replaced by one that joins within 3 ms.
+    fn maybe_a_joiner_soon(&mut self) {
+        if self.rng.chance(0.7) {
+            let at = self.now + self.rng.range(1, 3000) * US;
+            self.at(at, Ev::Join);
+        }
+    }
+
     fn kill(&mut self) {
         let p = self.world.params.clone();
         let alive: Vec<usize> =
@@ -1640,10 +1648,7 @@ impl<'w, 't> Sim<'w, 't> {
             } else {
                 self.die(victim);
             }
-            if self.rng.chance(0.7) {
-                let at = self.now + self.rng.range(1, 3000) * US;
-                self.at(at, Ev::Join);
-            }
+            self.maybe_a_joiner_soon();
         }
         if self.kills < p.max_kills {
             let at = self.now + self.rng.range(1, p.kill_every);
@@ -1719,10 +1724,7 @@ impl<'w, 't> Sim<'w, 't> {
             let now = self.now;
             self.world.note(now, || format!("process {leaver} is told to stop"));
             self.travel(leaver, MASTER, now, Ev::ToMaster(leaver, Up::Leave));
-            if self.rng.chance(0.7) {
-                let at = self.now + self.rng.range(1, 3000) * US;
-                self.at(at, Ev::Join);
-            }
+            self.maybe_a_joiner_soon();
         }
         if self.leaves < p.max_leaves {
             let at = self.now + self.rng.range(1, p.leave_every);

@@ -81,11 +81,31 @@ impl Handshakes {
 }
 
 impl InHandshake {
+    /// The end of this connection's handshake, run under a timeout: its result; or, if it failed or
+    /// took too long, `None`, once the connection (`handle`) is shut down and the failure logged as
+    /// `what` dropped. Either way the connection leaves the list.
+    pub fn end<T, E: std::fmt::Display>(
+        self,
+        handshake: Result<Result<T, E>, tokio::time::error::Elapsed>,
+        handle: &TcpStream,
+        peer: &str,
+        what: &str,
+    ) -> Option<T> {
+        let why = match handshake {
+            Ok(Ok(done)) => return Some(done),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "the handshake took too long".to_string(),
+        };
+        let _ = handle.shutdown(Shutdown::Both);
+        self.failed(peer, what, &why);
+        None
+    }
+
     /// This connection's handshake failed (`why`): gives up its place, and logs a warning naming
     /// `what` failed and the peer. Each reason is logged, but the same one again at most once a
     /// second, with how many failed in between: a flood of strangers, or a peer that keeps trying
     /// with the wrong token, cannot flood the log.
-    pub fn failed(self, peer: &str, what: &str, why: &str) {
+    fn failed(self, peer: &str, what: &str, why: &str) {
         match self.note_failure(why) {
             Some(0) => tracing::warn!(%peer, "{what} dropped: {why}"),
             Some(more) => tracing::warn!(%peer, "{what} dropped: {why} ({more} more failed handshakes not logged)"),

@@ -21,7 +21,7 @@ use bts_protocol::{PeerEntry, PeerFrame, Preamble, auth};
 use futures_util::StreamExt;
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::net::{Shutdown, SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -371,22 +371,7 @@ async fn serve(
 ) {
     let _ = stream.set_nodelay(true);
     let handshake = tokio::time::timeout(HANDSHAKE, accept_handshake(&mut stream, &token)).await;
-    let failure = match handshake {
-        Ok(Ok(frames)) => Ok(frames),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("the handshake took too long".to_string()),
-    };
-    let mut frames = match failure {
-        Ok(frames) => {
-            drop(in_handshake);
-            frames
-        }
-        Err(why) => {
-            let _ = handle.shutdown(Shutdown::Both);
-            in_handshake.failed(&peer, "peer connection", &why);
-            return;
-        }
-    };
+    let Some(mut frames) = in_handshake.end(handshake, &handle, &peer, "peer connection") else { return };
     while let Some(frame) = frames.next().await {
         match frame {
             Ok(PeerFrame::Deliver { to, message }) => {

@@ -508,7 +508,6 @@ async fn join(options: &RemoteOptions) -> Result<Option<Joined>, RemoteError> {
         let listener = stream.local_addr().ok().and_then(|a| peer_listener(a.ip(), &address, &token));
         let peer_address = listener.as_ref().map(|(_, announced)| announced.clone());
         let handshake = handshake(stream, &address, &token, options.threads, peer_address);
-        let proved = token.clone();
         // Within what is left of the time to try (a second at least): a master that accepts but
         // does not answer (stopped, overloaded) holds a worker no longer than --retry.
         let limit =
@@ -518,7 +517,7 @@ async fn join(options: &RemoteOptions) -> Result<Option<Joined>, RemoteError> {
             .unwrap_or_else(|_| Err(RemoteError::Lost(format!("the handshake took more than {} s", limit.as_secs()))));
         match handshake {
             Ok((welcome, frames, write)) => {
-                return Ok(Some(Joined { frames, write, handle, welcome, peer_listener: listener, token: proved }));
+                return Ok(Some(Joined { frames, write, handle, welcome, peer_listener: listener, token }));
             }
             Err(RemoteError::Lost(e)) if Instant::now() < deadline => {
                 tracing::debug!("the handshake with {address} failed ({e}); trying again");
