@@ -314,6 +314,13 @@ impl ExecRunner {
                         let what = "`done 0`: the job's own node was not visited, and would be lost";
                         return Err(Failure::with_line(what, &line, program));
                     }
+                    if leaves.is_some_and(|l| l > visited) {
+                        return Err(Failure::with_line("more leaves than visited nodes", &line, program));
+                    }
+                    if max_depth.is_some_and(|d| d < job.depth && visited > 0) {
+                        let what = format!("a deepest depth above the job's own node, at depth {}", job.depth);
+                        return Err(Failure::with_line(what, &line, program));
+                    }
                     return Ok((visited, leaves, max_depth, outputs, pruned));
                 }
                 Some(Line::Solution { .. }) | None => {

@@ -409,10 +409,10 @@ impl Scheduler {
         batch.validate().map_err(|e| e.to_string())?;
         let mut ids: Vec<u64> = Vec::with_capacity(batch.reports.len());
         for r in &batch.reports {
-            if self.in_flight.get(&r.id).is_none_or(|j| j.worker != worker) {
-                return Err(format!("report for job {} which is not out with this worker", r.id.0));
+            match self.in_flight.get(&r.id) {
+                Some(job) if job.worker == worker => check_report(r, job.depth)?,
+                _ => return Err(format!("report for job {} which is not out with this worker", r.id.0)),
             }
-            check_report(r)?;
             ids.push(r.id.0);
         }
         ids.sort_unstable();
@@ -626,10 +626,18 @@ fn add_counters(totals: &mut Vec<u64>, job: &[u64]) {
 
 /// A report must describe a plausible run of its job. Budgets are soft: a job may visit more nodes
 /// than its budget (legacy programs such as lrs finish what they started), and counts what it
-/// visited; but it must visit its own node, unless a branch and bound pruned it.
-fn check_report(r: &JobReport) -> Result<(), String> {
+/// visited; but it must visit its own node, unless a branch and bound pruned it, and no more of
+/// them can be leaves, nor can the deepest lie above the job's node.
+fn check_report(r: &JobReport, depth: u32) -> Result<(), String> {
+    let id = r.id.0;
     if r.visited == 0 && r.pruned == 0 {
-        return Err(format!("job {} reports no visited node (its start node would be lost)", r.id.0));
+        return Err(format!("job {id} reports no visited node (its start node would be lost)"));
+    }
+    if let Some(leaves) = r.leaves.filter(|&l| l > r.visited) {
+        return Err(format!("job {id} reports {leaves} leaves among {} visited nodes", r.visited));
+    }
+    if let Some(deepest) = r.max_depth.filter(|&d| d < depth && r.visited > 0) {
+        return Err(format!("job {id} reports its deepest node at depth {deepest}, above its own at {depth}"));
     }
     Ok(())
 }

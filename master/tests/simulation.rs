@@ -503,3 +503,56 @@ fn no_job_is_queued_ahead_while_the_list_is_shorter_than_the_threads() {
     assert_eq!(next.get(&0).map(Vec::len), Some(1), "{next:?}");
     assert_eq!(next.get(&1).map(Vec::len), Some(1), "{next:?}");
 }
+
+/// A report that cannot describe a run of its job (more leaves than nodes, its deepest node above
+/// its start) is a violation: nothing of it counts, and once the worker is dropped its job goes
+/// back to L, to be searched whole by another worker.
+#[test]
+fn implausible_reports_are_refused_and_their_jobs_searched_again() {
+    let searcher = TreeSearcher::new(Recorded(Queens::new(6)));
+    let config = SchedulerConfig {
+        budget: BudgetConfig { initial: 3, fixed: true, ..Default::default() },
+        ..Default::default()
+    };
+    let mut scheduler = Scheduler::new(config, searcher.root().unwrap());
+    let mut runner = searcher.runner(RunnerSettings::default()).unwrap();
+    let (mut next_worker, mut output) = (0, Vec::new());
+    scheduler.add_worker(next_worker, 1);
+    let mut spoiled = 0;
+    while scheduler.outcome().is_none() {
+        let Some((worker, ToWorker::Jobs(jobs))) = scheduler.poll_send() else { continue };
+        if worker != next_worker {
+            continue; // sent before its worker was dropped, and taken back then
+        }
+        for job in jobs {
+            let mut batch = ReportBatch::default();
+            runner.run(&job, &mut batch).unwrap();
+            // Every third job of depth 1 or more misreports, in turn one way and the other.
+            let spoil = job.depth > 0 && spoiled < 6 && job.id.0 % 3 == 0;
+            if spoil {
+                let r = &mut batch.reports[0];
+                if spoiled % 2 == 0 {
+                    r.leaves = Some(r.visited + 1);
+                } else {
+                    r.max_depth = Some(job.depth - 1);
+                }
+                spoiled += 1;
+                let violation = scheduler.handle_message(worker, FromWorker::Reports(batch)).unwrap_err();
+                assert!(violation.reason.contains(&format!("job {}", job.id.0)), "{}", violation.reason);
+                scheduler.handle_disconnect(worker);
+                next_worker += 1;
+                scheduler.add_worker(next_worker, 1);
+                break;
+            }
+            output.extend_from_slice(&batch.output);
+            scheduler.handle_message(worker, FromWorker::Reports(batch)).unwrap();
+        }
+    }
+    assert_eq!(spoiled, 6, "the run misreported fewer jobs than meant");
+    let (nodes, leaves, max_depth, records) = sequential(&Recorded(Queens::new(6)));
+    let totals = scheduler.totals();
+    assert_eq!((totals.nodes, totals.leaves, totals.max_depth), (nodes, Some(leaves), Some(max_depth)));
+    let mut got: Vec<String> = String::from_utf8(output).unwrap().lines().map(String::from).collect();
+    got.sort();
+    assert_eq!(got, records);
+}
