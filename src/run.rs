@@ -335,10 +335,11 @@ impl Run {
         let settings = RunnerSettings { keep_output: !options.count_only, ..RunnerSettings::default() };
         let stacks: Option<Vec<_>> = (0..local).map(|_| searcher.stack_worker(settings)).collect();
         let unsplittable = || {
-            RunError::Unsupported(
-                "random polling needs a tree that can split its search; a legacy program (exec) cannot: use --mode budget"
-                    .into(),
-            )
+            RunError::Unsupported(format!(
+                "random polling needs a tree that can split its search; `{}` hands its jobs to a program, which cannot: use \
+                 --mode budget",
+                tree.name
+            ))
         };
         let stacks = stacks.ok_or_else(unsplittable)?;
         if local == 0 && searcher.stack_worker(settings).is_none() {

@@ -264,6 +264,44 @@ fn the_output_file_is_an_lrs_file_for_the_next_step() {
     assert_eq!(file_records(&text), plain.records);
 }
 
+/// lrs reads the representation and the name as words before `begin`: `hull` is a V-representation
+/// too, the keyword may share a line or follow a comment, and the name may be a number. Options
+/// that print lines before the first record (`printcobasis`, `incidence`) leave the output file an
+/// lrs file. Each way, the records, the totals and the output file are plain lrs's.
+#[test]
+fn the_head_of_the_input_and_of_the_output_file_are_read_as_lrs_reads_them() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let points = cyclic(5, 12);
+    let body = &points[points.find("begin").unwrap()..];
+    let cases = [
+        ("hull.ext", format!("cyclic\nhull\n{body}"), "cyclic\nH-representation\nbegin\n"),
+        ("one-line.ext", format!("cyclic V-representation\n{body}"), "cyclic\nH-representation\nbegin\n"),
+        ("comment.ext", format!("cyclic\nV-representation * points\n{body}"), "cyclic\nH-representation\nbegin\n"),
+        ("number.ext", format!("600\nV-representation\n{body}"), "600\nH-representation\nbegin\n"),
+        ("cobases.ext", format!("{points}printcobasis\nincidence\n"), "cyclic-5-12\nH-representation\nbegin\n"),
+        ("late.ine", format!("{}V-representation\n", cube(3)), "cube-3\nV-representation\nbegin\n"),
+    ];
+    for (name, text, head) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let plain = plain_lrs(&file);
+        let out = dir.path().join(format!("{name}.out"));
+        let run = ["--workers", "2", "--fixed-budget", "--budget", "2", "--output", out.to_str().unwrap()];
+        let (_, s) = run_lrs(dir.path(), &run, &file);
+        assert_totals(&s, &plain, name);
+        let written = std::fs::read_to_string(&out).unwrap();
+        assert!(written.starts_with(head), "{name}: {written}");
+        assert_eq!(file_records(&written), plain.records, "{name}");
+        // lrs takes the file as its next input.
+        let next = Command::new("lrs").arg(&out).output().unwrap();
+        let next_out = String::from_utf8_lossy(&next.stdout);
+        assert!(next.status.success() && next_out.contains("*Totals:"), "{name}: {next_out}");
+    }
+}
+
 #[test]
 fn a_run_stopped_and_resumed_gives_every_record_once() {
     if !lrs_installed() {
@@ -431,8 +469,13 @@ fn bad_inputs_are_refused_with_exit_2_and_lrss_message() {
     // A file cut in the middle of its matrix (lrs would read bts's option lines as numbers).
     let cut = dir.path().join("cut.ine");
     std::fs::write(&cut, &cube(3)[..cube(3).find("begin").unwrap() + 25]).unwrap();
-    let cases: [(Vec<&str>, &str); 9] = [
+    let empty = dir.path().join("empty.ine");
+    std::fs::write(&empty, h_input("empty", &["-1 1 0", "-1 0 1", "1 -1 -1"].map(String::from), 3, "")).unwrap();
+    let lrs_dir = dir.path().to_str().unwrap();
+    let cases: [(Vec<&str>, &str); 11] = [
         (vec!["run", "lrs", bad.to_str().unwrap()], "Illegal character in number"),
+        (vec!["run", "lrs", empty.to_str().unwrap()], "lrs finds no feasible solution in"),
+        (vec!["run", "lrs", cube_file, "--lrs", lrs_dir], "is a directory, not a program"),
         (vec!["run", "lrs", cut.to_str().unwrap()], "matrix is cut short"),
         // Programs that are not lrs.
         (vec!["run", "lrs", cube_file, "--lrs", "/bin/cat"], "/bin/cat does not behave as lrs"),
@@ -493,8 +536,20 @@ fn whole_run_options_in_the_input_are_refused_by_name() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cube.ine");
-    for option in ["maxcobases 10", "maxoutput 3", "mindepth 1", "estimates 5", "lponly", "maximize 0 1 1 1", "volume"]
-    {
+    let options = [
+        "maxcobases 10",
+        "maxoutput 3",
+        "mindepth 1",
+        "estimates 5",
+        "lponly",
+        "lponly_rd",
+        "maximize 0 1 1 1",
+        "volume",
+        "voronoi",
+        "redund_list 2 1 2",
+        "checkpoint",
+    ];
+    for option in options {
         std::fs::write(&file, format!("{}{option}\n", cube(3))).unwrap();
         let o = bts(&["run", "lrs", file.to_str().unwrap()]);
         let name = option.split(' ').next().unwrap();

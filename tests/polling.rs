@@ -219,7 +219,7 @@ fn kill_9_of_a_polling_run_loses_and_repeats_nothing() {
 #[test]
 fn polling_refuses_what_it_cannot_do() {
     for (args, message) in [
-        (&["run", "--mode", "polling", "exec", "--", "true"][..], "legacy program (exec) cannot"),
+        (&["run", "--mode", "polling", "exec", "--", "true"][..], "`exec` hands its jobs to a program, which cannot"),
         (&["run", "--mode", "polling", "--budget", "10", "queens", "--n", "5"], "--budget applies to --mode budget"),
         (&["run", "--mode", "polling", "--freq", "f", "queens", "--n", "5"], "--freq applies to --mode budget"),
         (

@@ -153,6 +153,7 @@ pub(crate) fn find_program(name: &str) -> Result<PathBuf, String> {
     }
     Err(match found_not_executable {
         Some(p) => format!("exec: {} is not executable (chmod +x it)", p.display()),
+        None if Path::new(name).is_dir() => format!("exec: {name} is a directory, not a program"),
         None if name.contains('/') => format!("exec: {name}: no such file"),
         None => format!("exec: {name}: not found on PATH"),
     })

@@ -92,7 +92,7 @@ impl LrsSearcher {
         if !input.ends_with('\n') {
             input.push('\n');
         }
-        let hull = input.lines().any(|l| l.trim() == "V-representation");
+        let options::Header { hull, name } = options::header(&input);
         let options = options::read(&input).map_err(|e| format!("lrs: {}: {e}", args.file.display()))?;
         let exec = ExecConfig {
             program,
@@ -104,41 +104,27 @@ impl LrsSearcher {
             max_line: crate::MAX_LINE,
             optimise: false,
         };
-        let mut config = LrsConfig { exec, input, hull, name: None, head: Vec::new(), options, digest };
-        let first = check_input(&config, &args.file)?;
-        config.name = first.name;
-        config.head = first.head;
+        let mut config = LrsConfig { exec, input, hull, name, head: Vec::new(), options, digest };
+        config.head = check_input(&config, &args.file)?;
         Ok(Self { config: Arc::new(config), runners: AtomicUsize::new(0) })
     }
 }
 
-/// What a first job tells about the input.
-struct FirstBasis {
-    name: Option<String>,
-    head: Vec<String>,
-}
-
 /// Runs lrs up to the first basis: it rejects a bad input with a message, and its output gives the
-/// name lrs echoes and the head of an output file.
-fn check_input(config: &LrsConfig, file: &Path) -> Result<FirstBasis, String> {
+/// head of an output file (the name, the representation, `linearity`, `begin` and `*****`).
+fn check_input(config: &LrsConfig, file: &Path) -> Result<Vec<String>, String> {
     let rejected = |what: String| format!("lrs rejects {}: {what}", file.display());
     let mut program = Program::spawn_quiet(&mut Command::new(&config.exec.program), "lrs", config.exec.max_line)
         .map_err(|e| format!("lrs: cannot start {}: {e}", config.exec.program.display()))?;
     let _ = program.send(format!("{}maxcobases 1\n", config.input).as_bytes());
     program.close_stdin();
     let deadline = Instant::now() + config.exec.job_timeout;
-    let mut out = JobOutput::new(None);
-    let mut first_line = None;
+    let mut out = JobOutput::new(config.name.as_deref());
     loop {
         match program.next(deadline) {
             Next::Line(l) => {
                 // lrs writes ASCII.
-                let l = String::from_utf8_lossy(&l);
-                let text = l.trim();
-                if first_line.is_none() && !text.is_empty() && !text.starts_with('*') {
-                    first_line = Some(text.to_string());
-                }
-                out.line(&l).map_err(rejected)?;
+                out.line(&String::from_utf8_lossy(&l)).map_err(rejected)?;
             }
             Next::Eof => break,
             Next::TooLong(_) => return Err(rejected("a line too long".into())),
@@ -156,17 +142,19 @@ fn check_input(config: &LrsConfig, file: &Path) -> Result<FirstBasis, String> {
             config.exec.program.display()
         ));
     }
+    if out.notes.iter().any(|l| l == "No feasible solution") {
+        return Err(format!(
+            "lrs finds no feasible solution in {}: the polyhedron is empty, and there is nothing to enumerate",
+            file.display()
+        ));
+    }
     if !status.is_some_and(|s| s.success()) || out.totals.is_none() {
         let mut why: Vec<String> = program.stderr_tail().lines().map(str::trim).map(str::to_string).collect();
         why.extend(out.notes.iter().cloned());
         why.retain(|l| !l.is_empty());
         return Err(rejected(if why.is_empty() { "no *Totals line".into() } else { why.join("; ") }));
     }
-    // The name is the first line lrs echoes, unless the input has none.
-    let name = first_line.filter(|l| l != "H-representation" && l != "V-representation");
-    let mut head: Vec<String> = name.iter().cloned().collect();
-    head.extend(out.head.iter().filter(|l| name.as_ref() != Some(*l)).cloned());
-    Ok(FirstBasis { name, head })
+    Ok(config.name.iter().cloned().chain(out.head).collect())
 }
 
 /// lrs as given, or on PATH.
@@ -176,7 +164,7 @@ fn find_lrs(given: Option<&Path>) -> Result<PathBuf, String> {
         let e = e.trim_start_matches("exec: ");
         match given {
             Some(_) => format!("lrs: {e}"),
-            None => format!("lrs: {e}: install the Debian package lrslib (apt-get install lrslib), or give --lrs PATH"),
+            None => format!("lrs: {e}: install the Debian package lrslib (apt-get install lrslib), put lrs on PATH, or give bts run lrs --lrs PATH"),
         }
     })
 }

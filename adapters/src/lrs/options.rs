@@ -10,8 +10,45 @@ pub struct InputOptions {
     pub max_depth: Option<u32>,
 }
 
+/// What lrs reads before `begin`: the representation and the input's name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    /// A V-representation (`V-representation` or `hull`): lrs computes facets.
+    pub hull: bool,
+    /// The name lrs echoes first: the first word that is not one of its keywords.
+    pub name: Option<String>,
+}
+
+/// Reads the head of `input` as lrs does: word by word up to `begin`, a word starting with `*`
+/// makes the rest of its line a comment; `H-representation`, `V-representation` and `hull` set the
+/// representation (the last one counts), `digits` and `linearity` take their numbers, `nonnegative`
+/// stands alone, and the first other word is the name.
+pub fn header(input: &str) -> Header {
+    let mut header = Header::default();
+    let mut words = input.lines().flat_map(words_of);
+    while let Some(word) = words.next() {
+        match word {
+            "begin" => break,
+            "H-representation" => header.hull = false,
+            "V-representation" | "hull" => header.hull = true,
+            "digits" => {
+                words.next();
+            }
+            "linearity" => {
+                let count = words.next().and_then(|k| k.parse::<usize>().ok()).unwrap_or(0);
+                words.by_ref().take(count).for_each(drop);
+            }
+            "nonnegative" => {}
+            name => {
+                header.name.get_or_insert_with(|| name.to_string());
+            }
+        }
+    }
+    header
+}
+
 /// The options refused, and why.
-const REFUSED: [(&str, &str); 13] = [
+const REFUSED: [(&str, &str); 20] = [
     ("maxcobases", "limits the whole run, which bts splits into jobs of their own budgets (--node-limit counts bases)"),
     ("maxoutput", "limits the output of the whole run, which bts splits into jobs"),
     ("mindepth", "is set by bts for each job"),
@@ -19,10 +56,17 @@ const REFUSED: [(&str, &str); 13] = [
     ("estimates", "estimates instead of enumerating (bts estimate lrs FILE estimates the bases)"),
     ("subtreesize", "goes with estimates (bts estimate lrs FILE estimates the bases)"),
     ("lponly", "solves a linear program instead of enumerating"),
+    ("lponly_b", "solves a linear program instead of enumerating"),
+    ("lponly_d", "solves a linear program instead of enumerating"),
+    ("lponly_r", "solves a linear program instead of enumerating"),
+    ("lponly_rd", "solves a linear program instead of enumerating"),
     ("maximize", "makes lrs print its objective among the records"),
     ("minimize", "makes lrs print its objective among the records"),
     ("extract", "is not an enumeration"),
     ("redund", "is not an enumeration"),
+    ("redund_list", "is not an enumeration"),
+    ("voronoi", "prints Voronoi vertices and cobases in a form bts does not read"),
+    ("checkpoint", "makes lrs write checkpoints of its own (bts checkpoints the run: --checkpoint FILE)"),
     ("volume", "adds up a volume over the whole run, and bts does not add up the jobs' volumes"),
     ("debug", "prints tableaux that cannot be told apart from the records"),
 ];
@@ -125,6 +169,26 @@ mod tests {
     fn options_before_begin_are_not_lrss_and_left_alone() {
         let text = "cube\nH-representation\nmaxcobases 3\nmaxdepth 1\nbegin\n1 2 rational\n1 1\nend\n";
         assert_eq!(read(text), Ok(InputOptions::default()));
+    }
+
+    #[test]
+    fn the_head_is_read_word_by_word_as_lrs_reads_it() {
+        let h = |text: &str| header(&format!("{text}\nbegin\n1 2 rational\n1 1\nend\n"));
+        let named = |hull, name: &str| Header { hull, name: Some(name.into()) };
+        assert_eq!(h("cube\nH-representation"), named(false, "cube"));
+        assert_eq!(h("cube\nV-representation"), named(true, "cube"));
+        assert_eq!(h("V-representation"), Header { hull: true, name: None });
+        // Anywhere before `begin`, on any line, the last one counting; not in a comment.
+        assert_eq!(h("cube V-representation * of points"), named(true, "cube"));
+        assert_eq!(h("cube\nhull"), named(true, "cube"));
+        assert_eq!(h("cube\nV-representation H-representation"), named(false, "cube"));
+        assert_eq!(h("* V-representation\ncube"), named(false, "cube"));
+        assert_eq!(h("cube *V-representation"), named(false, "cube"));
+        // A number may be the name; the numbers of `linearity` and `digits` are not.
+        assert_eq!(h("600\nH-representation"), named(false, "600"));
+        assert_eq!(h("linearity 2 1 3\ndigits 40\nnonnegative\nV-representation\nthe name"), named(true, "the"));
+        // After `begin`, nothing counts.
+        assert_eq!(header("begin\n1 2 rational\nV-representation\n"), Header::default());
     }
 
     #[test]

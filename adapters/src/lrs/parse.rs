@@ -49,8 +49,10 @@ impl JobOutput {
         if text.starts_with("*lrs:lrslib") {
             self.banners += 1;
             if self.banners > 1 && self.totals.is_none() {
-                // Overflow: lrs starts again with wider arithmetic.
-                *self = Self { name: self.name.take(), banners: 1, ..Self::default() };
+                // Overflow: lrs starts again with wider arithmetic (or it found no feasible
+                // solution and ends: its notes say so).
+                let (name, notes) = (self.name.take(), std::mem::take(&mut self.notes));
+                *self = Self { name, notes, banners: 1, ..Self::default() };
             }
             return Ok(());
         }
@@ -67,10 +69,9 @@ impl JobOutput {
             return Ok(());
         }
         if text.starts_with('*') {
-            if self.notes.len() == NOTES {
-                self.notes.remove(0);
+            if !is_routine(text) {
+                self.note(text);
             }
-            self.notes.push(text.to_string());
             return Ok(());
         }
         if !self.name_seen {
@@ -83,10 +84,20 @@ impl JobOutput {
             self.records.push_str(line);
             self.records.push('\n');
             self.record_count += 1;
-        } else if self.record_count == 0 && self.unexplored.is_empty() && text != "end" {
+        } else if is_head(text) && self.record_count == 0 && self.unexplored.is_empty() {
             self.head.push(text.to_string());
+        } else if text != "end" {
+            // Options echoed, cobases of `printcobasis`, slacks, `No feasible solution`, ...
+            self.note(text);
         }
         Ok(())
+    }
+
+    fn note(&mut self, text: &str) {
+        if self.notes.len() == NOTES {
+            self.notes.remove(0);
+        }
+        self.notes.push(text.to_string());
     }
 
     /// A count of the `*Totals` line (0 when absent).
@@ -94,6 +105,18 @@ impl JobOutput {
         let totals = self.totals.as_deref().unwrap_or_default();
         totals.iter().find(|(n, _)| n == name).map_or(0, |&(_, v)| v)
     }
+}
+
+/// A line of an lrs file's head that lrs prints before the records, besides the name and the
+/// `*****` line: the output's representation, its `linearity`, `begin`.
+fn is_head(text: &str) -> bool {
+    matches!(text, "H-representation" | "V-representation" | "begin") || text.starts_with("linearity ")
+}
+
+/// A comment lrs prints on every run, or when it widens its arithmetic: no help in an error message.
+fn is_routine(text: &str) -> bool {
+    let timing = text[1..].starts_with(|c: char| c.is_ascii_digit()) && text.contains("u ");
+    timing || text.starts_with("*Overflow checking") || text.starts_with("*lrs:overflow possible")
 }
 
 /// A line of integers and rationals only: a vertex, ray, facet or lineality row.
@@ -157,7 +180,31 @@ mod tests {
         assert_eq!(out.record_count, 4);
         assert_eq!(out.unexplored, vec![(1, "2 4 6".to_string()), (1, "3 4 5".to_string())]);
         assert_eq!(out.head, vec!["V-representation", "begin", "***** 4 rational"]);
+        assert!(out.notes.iter().all(|n| !n.contains("maxcobases") || n.starts_with('*')), "{:?}", out.notes);
         assert_eq!((out.total("vertices"), out.total("bases"), out.total("rays")), (4, 4, 0));
+    }
+
+    #[test]
+    fn the_head_holds_only_what_an_lrs_file_has_before_its_records() {
+        // lrs 7.1 on a cube with `printcobasis` (echoed) and `incidence`, whose lines come
+        // before the first record; then an empty polyhedron.
+        let out = read(
+            Some("cube"),
+            "*lrs:lrslib v.7.1\ncube\nprintcobasis\nincidence\nV-representation\nlinearity 1 2\nbegin\n\
+             ***** 4 rational\nV#1 R#0 B#1 h=0 facets  2 4 6 : 1 I#3 det= 1 in_det= 1 z= 0\n 1  1  1  1 \n\
+             slack ineq: 1 3 5\nend\n*0.001u 0.000s 1688Kb 1 flts 0 swaps 56 blks-in 8 blks-out\n\
+             *Totals: vertices=1 rays=0 bases=1 integer_vertices=1\n",
+        );
+        assert_eq!(out.head, vec!["V-representation", "linearity 1 2", "begin", "***** 4 rational"]);
+        assert_eq!(out.record_count, 1);
+        assert_eq!(out.notes[..2], ["printcobasis", "incidence"]);
+        assert!(out.notes.iter().all(|n| !n.contains("blks-in")), "{:?}", out.notes);
+        let empty = read(
+            Some("e"),
+            "*lrs:lrslib v.7.1\ne\nV-representation\nbegin\n***** 3 rational\nend\nNo feasible solution\n\
+             *Overflow checking on lrslong arithmetic\n*lrs:lrslib v.7.1\n",
+        );
+        assert_eq!(empty.notes, ["No feasible solution"]);
     }
 
     #[test]
