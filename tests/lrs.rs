@@ -95,7 +95,7 @@ fn lrs_installed() -> bool {
 fn plain_lrs(file: &Path) -> Plain {
     let o = Command::new("lrs").arg(file).output().expect("lrs runs (apt-get install lrslib)");
     assert!(o.status.success());
-    let text = String::from_utf8(o.stdout).unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
     let (mut records, mut totals, mut inside) = (Vec::new(), BTreeMap::new(), false);
     for line in text.lines() {
         match line.trim() {
@@ -300,6 +300,13 @@ fn the_head_of_the_input_and_of_the_output_file_are_read_as_lrs_reads_them() {
         let next_out = String::from_utf8_lossy(&next.stdout);
         assert!(next.status.success() && next_out.contains("*Totals:"), "{name}: {next_out}");
     }
+    // A name in Latin-1, which lrs echoes as it is.
+    let file = dir.path().join("latin.ine");
+    std::fs::write(&file, [&b"caf\xe9\n"[..], cube(3).split_once('\n').unwrap().1.as_bytes()].concat()).unwrap();
+    let (records, s) = run_lrs(dir.path(), &["--workers", "2", "--budget", "2"], &file);
+    let plain = plain_lrs(&file);
+    assert_eq!(sorted_lines(&records), plain.records);
+    assert_totals(&s, &plain, "latin-1");
 }
 
 #[test]

@@ -85,10 +85,11 @@ impl LrsSearcher {
     /// Finds lrs, reads the input and has lrs check it (a job that stops at the first basis).
     pub fn new(args: LrsArgs) -> Result<Self, String> {
         let program = find_lrs(args.lrs.as_deref())?;
-        let text = std::fs::read_to_string(&args.file)
+        let bytes = std::fs::read(&args.file)
             .map_err(|e| format!("lrs: cannot read the input {}: {e}", args.file.display()))?;
-        let digest = bts_worker::input_digest(text.as_bytes());
-        let mut input = text;
+        let digest = bts_worker::input_digest(&bytes);
+        // lrs reads bytes: a name in another encoding than UTF-8 is no error (bts writes it in UTF-8).
+        let mut input = String::from_utf8_lossy(&bytes).into_owned();
         if !input.ends_with('\n') {
             input.push('\n');
         }
