@@ -144,10 +144,12 @@ fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exi
     execute(args, Run::resume(checkpoint, searcher).options(options), output, mixed_modes, framed)
 }
 
-/// Which file `path` is now (`None` if there is none).
-fn file_identity(path: &Path) -> Option<(u64, u64)> {
+/// Which file `path` is now, and which version of it (`None` if there is none): a file system may
+/// give the inode of a replaced checkpoint to its next replacement, but not its times.
+fn file_identity(path: &Path) -> Option<[i64; 7]> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    let m = std::fs::metadata(path).ok()?;
+    Some([m.dev() as i64, m.ino() as i64, m.size() as i64, m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()])
 }
 
 /// What to warn of if records go to stdout: random polling with remote workers rolls back to the
@@ -396,7 +398,8 @@ fn check_optimising(args: &RunArgs, searcher: &dyn Searcher, spec: &TreeSpec) ->
     if searcher.optimises() {
         return Ok(());
     }
-    Err(CliError::usage(format!("{option} needs a branch and bound, and the tree '{}' is not one", spec.name)))
+    let hint = if spec.name == "exec" { " (a legacy branch and bound runs with exec --optimise)" } else { "" };
+    Err(CliError::usage(format!("{option} needs a branch and bound, and the tree '{}' is not one{hint}", spec.name)))
 }
 
 /// Checks the options together and turns them into the run's configuration; when resuming, options
@@ -615,4 +618,26 @@ fn complete_frame(path: &Path, frame: &FileFrame) -> io::Result<()> {
     file.seek(SeekFrom::End(0))?;
     file.write_all(frame.footer.as_bytes())?;
     file.sync_data()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint rewritten while a resume waits for its lock may keep its inode (ext4 reuses
+    /// the one a rename freed): its identity still changes.
+    #[test]
+    fn a_file_rewritten_in_its_own_inode_is_another_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.ckpt");
+        std::fs::write(&path, b"first").unwrap();
+        let before = file_identity(&path).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&path, b"other").unwrap();
+        let after = file_identity(&path).unwrap();
+        assert_eq!(before[..3], after[..3], "the same inode, of the same size");
+        assert_ne!(before, after);
+        assert_eq!(file_identity(&path), Some(after));
+        assert_eq!(file_identity(&dir.path().join("none")), None);
+    }
 }
