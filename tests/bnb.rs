@@ -536,6 +536,10 @@ fn bad_instances_and_misplaced_options_exit_2_with_one_line() {
         assert_eq!(o.status.code(), Some(2), "{option:?}");
         assert!(stderr(&o).contains("needs a branch and bound"), "{}", stderr(&o));
     }
+    // A legacy program is one with --optimise, and the message says so.
+    let o = bts(&["run", "--target", "3", "exec", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("exec --optimise"), "{}", stderr(&o));
 }
 
 /// Ties pruned before a resume cannot come back: a run resumed with `--all-best` must have had it
@@ -621,6 +625,79 @@ fn a_stopped_run_keeps_its_incumbent_in_the_checkpoint_and_resumes_to_the_optimu
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let s = summary(&o);
         assert_eq!((s["best"]["value"].as_i64(), s["outputs"].as_u64()), (Some(expected), Some(1)), "{mode}");
+    }
+}
+
+/// The instances the README's examples use: the knapsack's optimum by the dynamic program, and
+/// the Paley graph's clique number and maximum cliques by counting every clique.
+#[test]
+fn the_shipped_instances_give_the_optima_of_independent_methods() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/instances/");
+    let text = std::fs::read_to_string(format!("{dir}knapsack-60.txt")).unwrap();
+    let mut numbers = text.lines().filter(|l| !l.starts_with('#')).map(|l| {
+        let n: Vec<u64> = l.split_whitespace().map(|t| t.parse().unwrap()).collect();
+        n
+    });
+    let capacity = numbers.next().unwrap()[0];
+    let items: Vec<(u64, u64)> = numbers.map(|n| (n[0], n[1])).collect();
+    let o = bts(&["run", "--summary-json", "-", "knapsack", "--file", &format!("{dir}knapsack-60.txt")]);
+    assert_eq!(summary(&o)["best"]["value"].as_i64(), Some(knapsack_dp(capacity, &items)));
+    // Every clique of P(101), by size, extending each by later neighbours only.
+    let text = std::fs::read_to_string(format!("{dir}paley-101.clq")).unwrap();
+    let mut adjacent = vec![0u128; 101];
+    for (u, v) in text.lines().filter_map(|l| l.strip_prefix("e ")).map(|l| {
+        let (u, v) = l.split_once(' ').unwrap();
+        (u.parse::<usize>().unwrap() - 1, v.parse::<usize>().unwrap() - 1)
+    }) {
+        adjacent[u] |= 1 << v;
+        adjacent[v] |= 1 << u;
+    }
+    fn count(size: usize, candidates: u128, adjacent: &[u128], by_size: &mut Vec<u64>) {
+        if by_size.len() <= size {
+            by_size.push(0);
+        }
+        by_size[size] += 1;
+        let mut rest = candidates;
+        while rest != 0 {
+            let v = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            count(size + 1, rest & adjacent[v], adjacent, by_size);
+        }
+    }
+    let mut by_size = Vec::new();
+    count(0, (1u128 << 101) - 1, &adjacent, &mut by_size);
+    let omega = by_size.len() - 1;
+    assert_eq!(omega, 5, "the published clique number of P(101)");
+    let graph = format!("{dir}paley-101.clq");
+    let o = bts(&["run", "--all-best", "--count-only", "--summary-json", "-", "maxclique", "--graph", &graph]);
+    let s = summary(&o);
+    assert_eq!((s["best"]["value"].as_u64(), s["outputs"].as_u64()), (Some(omega as u64), Some(by_size[omega])));
+}
+
+/// With `--all-best`, the ties found before a stop are in its checkpoint: 200 vertices without an
+/// edge have 200 maximum cliques, and a run stopped after 50 nodes then resumed writes all 200.
+#[test]
+fn all_best_keeps_the_ties_found_before_a_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = write(&dir, "isolated.clq", "p edge 200 0\n");
+    let ck = dir.path().join("run.ckpt");
+    let out = dir.path().join("best.txt");
+    let (ck_s, out_s) = (ck.to_str().unwrap(), out.to_str().unwrap());
+    for mode in ["budget", "polling"] {
+        let _ = std::fs::remove_file(&ck);
+        let run = ["run", "--mode", mode, "--workers", "1", "--all-best", "--node-limit", "50", "--checkpoint", ck_s];
+        let budget: &[&str] = if mode == "budget" { &["--budget", "10"] } else { &[] };
+        let o = bts(&[&run[..], budget, &["--output", out_s, "maxclique", "--graph", &graph]].concat());
+        assert_eq!(o.status.code(), Some(3), "{mode}: {}", stderr(&o));
+        // The root and 49 cliques of one vertex, each one of the best.
+        let saved = bts_checkpoints::load(&ck).unwrap().optimum.best.unwrap();
+        assert_eq!((saved.value, saved.records.len()), (1, 49), "{mode}");
+        let o = bts(&["resume", ck_s, "--summary-json", "-"]);
+        assert_eq!(o.status.code(), Some(0), "{mode}: {}", stderr(&o));
+        let mut records: Vec<String> = std::fs::read_to_string(&out).unwrap().lines().map(String::from).collect();
+        records.sort();
+        records.dedup();
+        assert_eq!((summary(&o)["outputs"].as_u64(), records.len()), (Some(200), 200), "{mode}");
     }
 }
 
@@ -819,6 +896,35 @@ fn a_legacy_branch_and_bound_gets_the_incumbent_and_reports_solutions() {
             assert!(s["best"]["pruned"].as_u64() > Some(0), "{s}");
             assert!(String::from_utf8_lossy(&o.stdout).starts_with(&format!("value={expected} ")));
         }
+    }
+    // With --all-best, every optimal packing once: small numbers make many (brute force counts
+    // them; the program numbers a packing's items in the file's order).
+    let items: Vec<(u64, u64)> = (0..12).map(|i| (i % 4 + 1, i % 4 + 1)).collect();
+    let capacity = 12;
+    let text: String = items.iter().map(|(v, w)| format!("{v} {w}\n")).collect();
+    let file = write(&dir, "ties.txt", &format!("{capacity}\n{text}"));
+    let value = |set: u32, f: fn(&(u64, u64)) -> u64| -> u64 {
+        (0..12).filter(|i| set >> i & 1 == 1).map(|i| f(&items[i])).sum()
+    };
+    let fits = (0..1u32 << 12).filter(|&set| value(set, |i| i.1) <= capacity);
+    let best = fits.clone().map(|set| value(set, |i| i.0)).max().unwrap();
+    let mut expected: Vec<String> = fits
+        .filter(|&set| value(set, |i| i.0) == best)
+        .map(|set| {
+            let taken: Vec<String> = (0..12).filter(|i| set >> i & 1 == 1).map(|i| i.to_string()).collect();
+            format!("value={best} items={}", taken.join(","))
+        })
+        .collect();
+    expected.sort();
+    assert!(expected.len() > 10, "{expected:?}");
+    for workers in ["1", "2"] {
+        let run = ["run", "--workers", workers, "--budget", "3", "--fixed-budget", "--all-best"];
+        let exec = ["exec", "--persistent", "--optimise", "--", "python3", program, &file, "--bts"];
+        let o = bts(&[&run[..], &exec].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let mut records: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect();
+        records.sort();
+        assert_eq!(records, expected, "{workers} workers");
     }
     // Without --optimise the job lines are those older programs read, without <least>: this
     // program, which needs it, fails (exit 1), as any program that misreads its job.

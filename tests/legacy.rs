@@ -142,6 +142,7 @@ def job(node, marker):
         if mode == "done0": print("done 0", flush=True); return
         if mode == "leaves": print("done 1 leaves=2", flush=True); return
         if mode == "shallow": print("done 1 max_depth=0", flush=True); return
+        if mode == "pruned": print("done 0 pruned=1", flush=True); return
     print("done 1", flush=True)
 marker = sys.argv[3]
 if persistent:
@@ -177,7 +178,7 @@ fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Opti
 #[test]
 fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, bool, &str); 12] = [
+    let cases: [(&str, bool, &str); 13] = [
         ("exit", true, "ended before `done` (exit status 3)"),
         ("exit", false, "ended before `done` (exit status 3)"),
         ("signal", true, "killed by signal 9"),
@@ -190,6 +191,7 @@ fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
         ("done0", true, "`done 0`"),
         ("leaves", false, "more leaves than visited nodes; the offending line: \"done 1 leaves=2\""),
         ("shallow", true, "a deepest depth above the job's own node, at depth 1"),
+        ("pruned", false, "`pruned=` in a plain enumeration, which prunes nothing"),
     ];
     for (mode, persistent, message) in cases {
         let ck = dir.path().join(format!("ck-{mode}-{persistent}"));

@@ -310,6 +310,11 @@ impl ExecRunner {
                     // Budgets are soft: a program may visit more than its budget, and says so. A
                     // branch and bound may prune the job's own node (`done 0 pruned=1`).
                     let pruned = pruned.unwrap_or(0);
+                    if pruned > 0 && !self.config.optimise {
+                        let what = "`pruned=` in a plain enumeration, which prunes nothing (a branch and bound needs \
+                                    --optimise)";
+                        return Err(Failure::with_line(what, &line, program));
+                    }
                     if visited == 0 && pruned == 0 {
                         let what = "`done 0`: the job's own node was not visited, and would be lost";
                         return Err(Failure::with_line(what, &line, program));

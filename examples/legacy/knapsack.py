@@ -12,8 +12,8 @@ bts writes "job <budget> <max_depth> <depth> <least> <node>" lines on stdin: <le
 value still worth reporting ("none" before any solution): a subtree whose bound is below it is
 pruned. A node is "next value weight items" (items taken so far, in density order, or "-"). The
 program answers with "solution <value> <record>" for each packing worth reporting (and raises its
-own <least> past it), "unexplored <depth> <node>" for the nodes it hands back, and
-"done <visited> pruned=<n>".
+own <least> to it: packings that tie are worth reporting under `bts run --all-best`),
+"unexplored <depth> <node>" for the nodes it hands back, and "done <visited> pruned=<n>".
 """
 import sys
 
@@ -42,9 +42,9 @@ class Search:
         self.visited += 1
         if value >= self.least:                                         # worth reporting
             self.best = (value, taken)
-            self.least = value + 1
+            self.least = value if bts else value + 1                    # BTS: ties, for --all-best
             if bts:                                                     # BTS: report it at once
-                print(f"solution {value} value={value} items={','.join(str(items[i][2]) for i in sorted(taken))}")
+                print(f"solution {value} {record(value, taken)}")
         if nxt == n:
             return
         v, w, _ = items[nxt]
@@ -61,13 +61,17 @@ class Search:
                 self.visit(*child)
 
 
+def record(value, taken):
+    """The packing's items numbered in the file's order."""
+    return f"value={value} items={','.join(str(i) for i in sorted(items[t][2] for t in taken))}"
+
+
 sys.setrecursionlimit(10 * n + 100)
 bts = "--bts" in sys.argv
 if not bts:
     s = Search(0, float("inf"), float("inf"))
     s.visit(0, 0, 0, [])
-    value, taken = s.best
-    print(f"value={value} items={','.join(str(items[i][2]) for i in sorted(taken))}")
+    print(record(*s.best))
     sys.exit(0)
 for line in sys.stdin:                                                  # BTS: one job a line
     _, budget, max_depth, depth, least, node = line.rstrip("\n").split(" ", 5)

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 pub struct Best {
     pub value: i64,
     /// The record of the first solution of `value` to arrive, or with `--all-best` every distinct
-    /// record of that value, sorted.
+    /// record of that value: sorted when the run has ended, in order of arrival before.
     pub records: Vec<Vec<u8>>,
 }
 
@@ -55,9 +55,12 @@ impl Incumbents {
         Incumbent { value: self.value, keep_ties: self.config.keep_ties }
     }
 
-    /// Takes solutions from a report; true if the best value rose (workers should be told).
-    pub(crate) fn offer(&mut self, solutions: impl IntoIterator<Item = Solution>) -> bool {
+    /// Takes solutions from a report, and brings `best` (the run's totals' copy, which checkpoints
+    /// save) up to date: a tie is added to it, not copied with all the others. True if the best
+    /// value rose (workers should be told).
+    pub(crate) fn offer(&mut self, solutions: impl IntoIterator<Item = Solution>, best: &mut Option<Best>) -> bool {
         let before = self.value;
+        let mut ties = Vec::new();
         for s in solutions {
             if s.value == NO_VALUE || s.value < self.value {
                 continue;
@@ -67,9 +70,14 @@ impl Incumbents {
                 self.records.clear();
                 self.first = Some(s.record.clone());
                 self.records.insert(s.record);
-            } else if self.config.keep_ties {
-                self.records.insert(s.record);
+            } else if self.config.keep_ties && !self.records.contains(&s.record) {
+                self.records.insert(s.record.clone());
+                ties.push(s.record);
             }
+        }
+        match best {
+            Some(b) if self.value == before => b.records.append(&mut ties),
+            _ => *best = self.best(),
         }
         self.value > before
     }
@@ -114,23 +122,29 @@ mod tests {
 
     #[test]
     fn the_best_value_keeps_its_first_record() {
-        let mut inc = Incumbents::new(OptimumConfig::default(), None);
+        let (mut inc, mut best) = (Incumbents::new(OptimumConfig::default(), None), None);
         assert!(inc.best().is_none());
-        assert!(inc.offer([solution(3, "a"), solution(5, "b")]));
-        assert!(!inc.offer([solution(5, "c"), solution(4, "d")]));
+        assert!(inc.offer([solution(3, "a"), solution(5, "b")], &mut best));
+        assert!(!inc.offer([solution(5, "c"), solution(4, "d")], &mut best));
         assert_eq!(inc.best(), Some(Best { value: 5, records: vec![b"b".to_vec()] }));
+        assert_eq!(best, inc.best());
         assert_eq!(inc.incumbent(), Incumbent { value: 5, keep_ties: false });
     }
 
     #[test]
     fn all_best_keeps_distinct_ties_and_drops_them_on_improvement() {
         let config = OptimumConfig { keep_ties: true, target: Some(9) };
-        let mut inc = Incumbents::new(config, None);
-        inc.offer([solution(5, "b"), solution(5, "a"), solution(5, "b")]);
+        let (mut inc, mut best) = (Incumbents::new(config, None), None);
+        inc.offer([solution(5, "b"), solution(5, "a"), solution(5, "b")], &mut best);
         assert_eq!(inc.best().unwrap().records, vec![b"a".to_vec(), b"b".to_vec()]);
+        // Ties that come later are added to the totals' copy, each once, in order of arrival.
+        assert!(!inc.offer([solution(5, "d"), solution(5, "a"), solution(5, "c"), solution(4, "e")], &mut best));
+        let arrived: Vec<&[u8]> = best.as_ref().unwrap().records.iter().map(Vec::as_slice).collect();
+        assert_eq!(arrived, [b"a", b"b", b"d", b"c"]);
         assert!(!inc.reached_target());
-        inc.offer([solution(9, "z")]);
+        inc.offer([solution(9, "z")], &mut best);
         assert_eq!(inc.best().unwrap().records, vec![b"z".to_vec()]);
+        assert_eq!(best, inc.best());
         assert!(inc.reached_target());
         let resumed = Incumbents::new(config, inc.best().as_ref());
         assert_eq!(resumed.best(), inc.best());

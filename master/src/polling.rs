@@ -238,10 +238,9 @@ impl Coordinator {
     /// Takes a report's solutions: an improvement goes to every worker, and one that reaches the
     /// target stops the run (the best records when the workers have paused are its output).
     fn take_solutions(&mut self, solutions: Vec<bts_protocol::Solution>) {
-        if solutions.is_empty() || !self.incumbents.offer(solutions) {
+        if solutions.is_empty() || !self.incumbents.offer(solutions, &mut self.totals.best) {
             return;
         }
-        self.totals.best = self.incumbents.best();
         let live: Vec<u32> = (0..self.slots.len() as u32).filter(|&w| self.slots[w as usize].live()).collect();
         let incumbent = self.incumbents.incumbent();
         for w in live {

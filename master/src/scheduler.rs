@@ -426,8 +426,8 @@ impl Scheduler {
                 let job = self.take_in_flight(worker, r.id)?;
                 self.list.put_back(Pending { depth: job.depth, node: job.node });
             }
-            let message = "its report would overflow the run's totals (2^64 nodes, records or bytes): \
-                           the worker or program misreports";
+            let message = "its report would overflow the run's totals (2^64 nodes, records, bytes or \
+                           pruned nodes): the worker or program misreports";
             tracing::error!(worker, job = id.0, "{message}");
             let node = format!("(the node of job {})", id.0);
             self.failure.get_or_insert(JobFailure { id, node, message: message.into() });
@@ -471,7 +471,7 @@ impl Scheduler {
     /// Takes a batch's solutions: an improvement goes to every worker at once, and one that
     /// reaches the target stops the run.
     fn take_solutions(&mut self, solutions: Vec<bts_protocol::Solution>) {
-        if solutions.is_empty() || !self.incumbents.offer(solutions) {
+        if solutions.is_empty() || !self.incumbents.offer(solutions, &mut self.totals.best) {
             return;
         }
         let incumbent = self.incumbents.incumbent();
@@ -479,7 +479,6 @@ impl Scheduler {
         for &id in self.workers.keys() {
             self.outbox.push_back((id, ToWorker::Incumbent(incumbent)));
         }
-        self.totals.best = self.incumbents.best();
         if self.incumbents.reached_target() {
             tracing::info!(value = incumbent.value, "the target is reached: stopping");
             self.stop.get_or_insert(StopReason::Target);
@@ -489,10 +488,13 @@ impl Scheduler {
     /// The first of `reports` that would make a total overflow.
     fn overflowing(&self, reports: &[JobReport]) -> Option<JobId> {
         let t = &self.totals;
-        let mut sums = [t.nodes, t.leaves.unwrap_or(0), t.outputs, t.output_bytes];
+        let mut sums = [t.nodes, t.leaves.unwrap_or(0), t.outputs, t.output_bytes, t.pruned];
+        let mut counters = t.counters.clone();
         for r in reports {
-            let adds = [r.visited, r.leaves.unwrap_or(0), r.outputs, r.output_bytes];
-            for (sum, add) in sums.iter_mut().zip(adds) {
+            let adds = [r.visited, r.leaves.unwrap_or(0), r.outputs, r.output_bytes, r.pruned];
+            counters.resize(counters.len().max(r.counters.len()), 0);
+            let sums = sums.iter_mut().zip(adds).chain(counters.iter_mut().zip(r.counters.iter().copied()));
+            for (sum, add) in sums {
                 *sum = match sum.checked_add(add) {
                     Some(s) => s,
                     None => return Some(r.id),

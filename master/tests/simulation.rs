@@ -266,6 +266,15 @@ fn gw(seed_index: usize) -> Gw {
         .unwrap()
 }
 
+/// How many subsets of the items are packings of value `optimum`, by brute force.
+fn optimal_packings(capacity: u64, items: &[(u64, u64)], optimum: i64) -> u64 {
+    let sum = |set: u32, f: fn(&(u64, u64)) -> u64| {
+        (0..items.len()).filter(|i| set >> i & 1 == 1).map(|i| f(&items[i])).sum::<u64>()
+    };
+    (0..1u32 << items.len()).filter(|&set| sum(set, |i| i.1) <= capacity && sum(set, |i| i.0) as i64 == optimum).count()
+        as u64
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -420,6 +429,28 @@ proptest! {
         prop_assert_eq!(sim.finish(), Outcome::Complete);
         prop_assert_eq!(sim.records(), best_records(&sim));
         prop_assert_eq!(sim.scheduler.totals().outputs, best.records.len() as u64);
+    }
+
+    /// With ties kept (`--all-best`), every optimal packing once, though the master crashes and
+    /// resumes from checkpoints taken while ties come in: small values and weights make many ties.
+    #[test]
+    fn every_optimal_solution_survives_checkpoints_and_crashes(
+        items in proptest::collection::vec((0u64..4, 1u64..6), 6..15),
+        config in config_strategy(),
+        actions in proptest::collection::vec((0u8..12, any::<usize>()), 0..400),
+    ) {
+        let capacity = items.iter().map(|i| i.1).sum::<u64>() / 2;
+        let expected = knapsack_dp(capacity, &items);
+        let config = SchedulerConfig { optimum: OptimumConfig { keep_ties: true, target: None }, ..config };
+        let tree = Knapsack::new(capacity, &items).unwrap();
+        let mut sim = Sim::with(Box::new(move || Box::new(TreeSearcher::optimising(tree.clone()))), config);
+        sim.join(2);
+        sim.play(actions, |n| 1 + n as u64 % 2);
+        prop_assert_eq!(sim.finish(), Outcome::Complete);
+        let records = sim.records();
+        prop_assert_eq!(records.len() as u64, optimal_packings(capacity, &items, expected));
+        prop_assert!(records.windows(2).all(|w| w[0] != w[1]), "a record twice: {:?}", records);
+        prop_assert!(records.iter().all(|r| r.starts_with(&format!("value={expected} "))), "{:?}", records);
     }
 
     #[test]
