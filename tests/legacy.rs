@@ -421,6 +421,17 @@ fn a_done_that_would_overflow_the_totals_fails_the_job() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("would overflow the run's totals"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    // Pruned nodes are a total too (a branch and bound's).
+    let program = script(
+        dir.path(),
+        "pruned.sh",
+        "#!/bin/sh
+if [ \"$BTS_NODE\" = root ]; then echo 'unexplored 1 a'; echo 'unexplored 1 b'; fi; \
+         echo 'done 1 pruned=18446744073709551615'\n",
+    );
+    let o = bts(&[&args[..], &["--optimise", "--", program.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("would overflow the run's totals"), "{}", stderr(&o));
 }
 
 #[test]
