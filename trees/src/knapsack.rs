@@ -226,6 +226,9 @@ pub fn parse(text: &str) -> Result<(u64, Vec<(u64, u64)>), String> {
             )
         };
         let numbers = numbers.map_err(|_| bad())?;
+        if let Some(big) = numbers.iter().find(|&&x| x > MAX_NUMBER) {
+            return Err(format!("line {}: {big} is above the limit of 2^40", i + 1));
+        }
         match (capacity, numbers.as_slice()) {
             (None, &[c]) => capacity = Some(c),
             (Some(_), &[v, w]) => items.push((v, w)),
@@ -438,7 +441,8 @@ mod tests {
             ("10\n1 2 3\n", "line 2"),
             ("10\n1 -2\n", "line 2"),
             ("10\nx y\n", "line 2"),
-            ("10\n1099511627777 1\n", "above the limit"),
+            ("10\n1099511627777 1\n", "line 2: 1099511627777 is above the limit of 2^40"),
+            ("1099511627777\n", "line 1: 1099511627777 is above"),
         ] {
             let e = Knapsack::parse(text).unwrap_err();
             assert!(e.contains(error), "{text:?}: {e}");

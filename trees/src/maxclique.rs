@@ -122,7 +122,8 @@ impl MaxClique {
                         return Err(bad("a second `p` line"));
                     }
                     let count = match fields.as_slice() {
-                        [_, "edge" | "col", count, _] => count.parse::<usize>().ok(),
+                        // M, the edge count, is not needed but must be a number.
+                        [_, "edge" | "col", count, m] if m.parse::<u64>().is_ok() => count.parse::<usize>().ok(),
                         _ => None,
                     };
                     n = Some(count.ok_or_else(|| bad("expected `p edge N M`"))?);
@@ -262,6 +263,8 @@ mod tests {
             ("p edge 3 1\ne 1 4\n", "line 2: vertices are numbered 1 to 3"),
             ("p edge 3 1\ne 1\n", "expected `e U V`"),
             ("p edge x 1\n", "expected `p edge N M`"),
+            ("p edge 3 x\n", "expected `p edge N M`"),
+            ("p edge 3\n", "expected `p edge N M`"),
             ("p edge 3 0\nq\n", "expected a `c`, `p` or `e` line"),
             ("p edge 3 0\np edge 3 0\n", "a second `p` line"),
         ] {
