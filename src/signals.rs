@@ -56,6 +56,7 @@ pub fn forward(stopper: Stopper) {
         }
         _ => {
             crate::logging::say!("bts: third signal: quitting without saving");
+            bts_adapters::kill_all();
             std::process::exit(3);
         }
     });
@@ -72,6 +73,7 @@ pub fn leave_on_signal(leave: CancellationToken) {
             leave.cancel();
         } else {
             crate::logging::say!("bts: second signal: quitting now (the master redoes this worker's unfinished work)");
+            bts_adapters::kill_all();
             std::process::exit(3);
         }
     });

@@ -253,6 +253,38 @@ fn a_stop_saves_the_run_at_once_so_a_kill_before_the_jobs_come_back_loses_only_t
     assert_records_once(&out, 10);
 }
 
+/// A run quit at once (a second signal) leaves no program running: the job that was still out
+/// with a worker dies with bts, whatever its thread was doing.
+#[test]
+fn a_run_quit_at_once_leaves_no_program_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, program, slow) = (dir.path().join("q.ckpt"), dir.path().join("slow.sh"), dir.path().join("slow"));
+    std::fs::write(&program, ONE_SLOW_JOB).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut args = vec!["run", "--workers", "2", "--budget", "1", "--fixed-budget", "--progress", "never"];
+    args.extend(["--checkpoint", ck.to_str().unwrap(), "--count-only", "exec", "--", program.to_str().unwrap()]);
+    args.push(slow.to_str().unwrap());
+    let master = bts_command().args(&args).stderr(Stdio::null()).spawn().unwrap();
+    let mut run = Killed { master, group_file: dir.path().join("slow.pid") };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&run.group_file).map_or(true, |p| !p.ends_with('\n')) {
+        assert!(std::time::Instant::now() < deadline, "n9's job did not start within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = std::fs::read_to_string(&run.group_file).unwrap().trim().to_string();
+    let alive = || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+    assert!(alive());
+    signal(&run.master, "-INT");
+    signal(&run.master, "-INT");
+    assert_eq!(wait_bounded(&mut run.master, Duration::from_secs(30)).code(), Some(3));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while alive() {
+        assert!(std::time::Instant::now() < deadline, "the job's program {pid} outlived bts by 5 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn kill_9_at_any_moment_loses_and_repeats_nothing() {
     let dir = tempfile::tempdir().unwrap();

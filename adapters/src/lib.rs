@@ -15,6 +15,7 @@ mod process;
 mod runner;
 
 pub use lrs::{LrsArgs, LrsSearcher};
+pub use process::kill_all;
 
 use bts_protocol::NodeBytes;
 use bts_worker::{JobRunner, RunnerSettings, Searcher, SharedIncumbent};

@@ -76,10 +76,21 @@ impl Program {
         let _runtime = runtime().enter();
         let mut child = command.spawn()?;
         let pid = child.id().ok_or_else(|| io::Error::other("the program exited at once"))?;
+        live_groups().insert(pid);
         // Back to blocking descriptors, for this thread.
         let file = |fd: io::Result<OwnedFd>| fd.map(File::from);
         let stdout = file(child.stdout.take().expect("stdout is piped").into_owned_fd())?;
-        let stdin = Some(file(child.stdin.take().expect("stdin is piped").into_owned_fd())?);
+        let stdin = file(child.stdin.take().expect("stdin is piped").into_owned_fd())?;
+        // Non-blocking, so that `send` can give up at a deadline.
+        // SAFETY: fcntl on a descriptor `stdin` owns; only its status flags change.
+        unsafe {
+            libc::fcntl(
+                stdin.as_raw_fd(),
+                libc::F_SETFL,
+                libc::fcntl(stdin.as_raw_fd(), libc::F_GETFL) | libc::O_NONBLOCK,
+            )
+        };
+        let stdin = Some(stdin);
         let stderr = child.stderr.take().expect("stderr is piped");
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let tail = Arc::clone(&stderr_tail);
@@ -94,11 +105,29 @@ impl Program {
         self.stdin.take();
     }
 
-    /// Writes `bytes` to the program's stdin.
-    pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+    /// Writes `bytes` to the program's stdin by `deadline`: a program that does not read its input
+    /// (and so fills the pipe) fails with `TimedOut` then.
+    pub fn send(&mut self, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
         let stdin = self.stdin.as_mut().ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin is closed"))?;
-        stdin.write_all(bytes)?;
-        stdin.flush()
+        while !bytes.is_empty() {
+            match stdin.write(bytes) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => bytes = &bytes[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, "the program does not read its input"));
+                    }
+                    let mut poll = libc::pollfd { fd: stdin.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                    let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+                    // SAFETY: one pollfd, valid for the call; the descriptor is stdin's, open.
+                    unsafe { libc::poll(&mut poll, 1, ms) };
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// The next thing stdout gives, waiting until `deadline`. Stdout is read on this thread: a
@@ -207,9 +236,10 @@ impl Program {
 
     /// Waits up to `limit` for the program to exit.
     pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
-        if self.status.is_none() {
-            let child = &mut self.child;
-            self.status = runtime().block_on(async { tokio::time::timeout(limit, child.wait()).await.ok()?.ok() });
+        if self.status.is_none() && self.exited_by(Instant::now() + limit) {
+            // Out of the set before it is reaped, after which its id may be another process's.
+            live_groups().remove(&self.pid);
+            self.status = runtime().block_on(self.child.wait()).ok();
         }
         self.status
     }
@@ -239,10 +269,33 @@ impl Program {
                 libc::kill(-(self.pid as i32), libc::SIGKILL);
             }
             let _ = self.child.start_kill();
+            // Out of the set before it is reaped, after which its id may be another process's.
+            live_groups().remove(&self.pid);
             let child = &mut self.child;
             self.status = runtime().block_on(child.wait()).ok();
         }
         self.status
+    }
+}
+
+/// The process groups of the programs started and not yet killed: what [`kill_all`] kills.
+fn live_groups() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<u32>> {
+    static LIVE: Mutex<std::collections::BTreeSet<u32>> = Mutex::new(std::collections::BTreeSet::new());
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Kills every program bts started that is still running, with its process group: for a process
+/// about to exit while some of its threads are still running jobs (the progress estimate's, a run
+/// quit at once by a second signal), whose programs would otherwise outlive it.
+pub fn kill_all() {
+    // The set stays locked while the groups are signalled: a program leaves it before it is reaped.
+    let mut live = live_groups();
+    for pid in std::mem::take(&mut *live) {
+        // SAFETY: as in `Program::kill`: the group is a program's own, and its leader has not been
+        // reaped, so its id cannot be another process's.
+        unsafe {
+            libc::kill(-(pid as i32), libc::SIGKILL);
+        }
     }
 }
 

@@ -54,7 +54,11 @@ pub fn main() -> ! {
 /// The `bts` program with the trees of `registry`: a program built on the bts library calls this
 /// with its own trees registered, and gets the whole command line for them.
 pub fn main_with(registry: Registry) -> ! {
-    std::process::exit(run(&registry, std::env::args_os()) as i32)
+    let exit = run(&registry, std::env::args_os());
+    // Threads still running jobs (the progress estimate's, a run quit at once) die with the
+    // process; the programs they started must not outlive it.
+    bts_adapters::kill_all();
+    std::process::exit(exit as i32)
 }
 
 /// Runs the command line `args` (program name first) with the trees of `registry`; errors are
