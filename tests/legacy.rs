@@ -405,6 +405,69 @@ fn a_job_that_answers_without_end_fails_clearly() {
     assert!(stderr(&o).contains("more than 256 MiB of records and nodes before its `done`"), "{}", stderr(&o));
 }
 
+/// Binary strings of length up to 7 (255 nodes, each a record), persistent; the first process
+/// answers its third job twice (a stray `done` after its `done`), numbering its answers if told.
+const TWICE: &str = r#"#!/usr/bin/env python3
+import os, sys, time
+numbered, marker = sys.argv[1] == "numbered", sys.argv[2]
+for n, line in enumerate(sys.stdin, 1):
+    _, budget, _, depth, node = line.rstrip("\n").split(" ", 4)
+    stack, visited = ["" if node == "root" else node], 0
+    while stack:
+        s = stack.pop()
+        if visited == int(budget):
+            print(f"unexplored {len(s)} {s}")
+            continue
+        visited += 1
+        print(f"out b{s}")
+        if len(s) < 7:
+            stack += [s + "1", s + "0"]
+    done = f"done {visited}" + (f" job={n}" if numbered else "")
+    print(done, flush=True)
+    if n == 3 and not os.path.exists(marker):
+        open(marker, "w").close()
+        time.sleep(0.05)
+        print(done, flush=True)
+"#;
+
+/// A stray second answer could be taken for the next job's: without `job=` numbers the run cannot
+/// be trusted and stops (exit 1); with them each answer is checked and the count is exact.
+#[test]
+fn a_program_that_writes_after_its_done_stops_the_run_unless_it_numbers_its_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(dir.path(), "twice.py", TWICE);
+    let out = dir.path().join("out.txt");
+    let run =
+        ["run", "--workers", "1", "--budget", "5", "--fixed-budget", "--progress", "never", "--summary-json", "-"];
+    let run = [&run[..], &["--output", out.to_str().unwrap(), "exec", "--persistent", "--"]].concat();
+    let marker = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let o = bts(&[&run[..], &[program.to_str().unwrap(), "plain", &marker("plain")]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the program wrote after its `done`"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("number its answers"), "{}", stderr(&o));
+    let o = bts(&[&run[..], &[program.to_str().unwrap(), "numbered", &marker("numbered")]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!((summary(&o)["nodes"].as_u64(), summary(&o)["outputs"].as_u64()), (Some(255), Some(255)));
+    assert_records_once(&out, 255);
+}
+
+/// `--job-timeout` holds while bts writes a job line too: a persistent program that never reads
+/// its input, given a node longer than a pipe holds, fails its job in time.
+#[test]
+fn a_program_that_does_not_read_its_job_line_fails_it_in_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(dir.path(), "deaf.sh", "#!/bin/sh\nexec sleep 30\n");
+    let root = "x".repeat(100_000);
+    let started = std::time::Instant::now();
+    let run = ["run", "--workers", "1", "--progress", "never", "exec", "--persistent", "--retries", "0"];
+    let o = bts(&[&run[..], &["--job-timeout", "1", "--root", &root, "--", program.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("it did not read its job line"), "{}", &stderr(&o)[..2000.min(stderr(&o).len())]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "{:?}", started.elapsed());
+    // The error names the node by its start, not its 100 kB.
+    assert!(stderr(&o).len() < 5000, "{} bytes of messages", stderr(&o).len());
+}
+
 /// Reports that would overflow the run's totals fail their job: the run stops with an error
 /// instead of wrapping around or crashing.
 #[test]

@@ -23,16 +23,18 @@ pub(crate) struct Failure {
     /// The line that broke the protocol, if one did.
     line: Option<String>,
     stderr: String,
+    /// A fresh process cannot mend it: the run must stop.
+    beyond_retry: bool,
 }
 
 impl Failure {
     /// A failure before the program could run.
     pub(crate) fn start(what: String) -> Self {
-        Self { what, line: None, stderr: String::new() }
+        Self { what, line: None, stderr: String::new(), beyond_retry: false }
     }
 
     pub(crate) fn new(what: impl Into<String>, program: &Program) -> Self {
-        Self { what: what.into(), line: None, stderr: program.stderr_tail() }
+        Self { what: what.into(), line: None, stderr: program.stderr_tail(), beyond_retry: false }
     }
 
     pub(crate) fn with_line(what: impl Into<String>, line: &[u8], program: &Program) -> Self {
@@ -73,6 +75,9 @@ pub struct ExecRunner {
     jobs_given: u64,
     /// Something a one-shot program started escaped its process group (said once).
     escaped: bool,
+    /// The persistent program numbers its answers (`done ... job=<n>`), so that each is checked
+    /// against its job.
+    numbered: bool,
     /// The incumbent of a branch and bound, shared with the process's other runners.
     incumbent: Arc<SharedIncumbent>,
 }
@@ -84,7 +89,8 @@ impl ExecRunner {
         tag: String,
         incumbent: Arc<SharedIncumbent>,
     ) -> Result<Self, String> {
-        let mut runner = Self { config, settings, tag, program: None, jobs_given: 0, escaped: false, incumbent };
+        let mut runner =
+            Self { config, settings, tag, program: None, jobs_given: 0, escaped: false, numbered: false, incumbent };
         if runner.config.persistent {
             // Start at once, so that a program that cannot start is noticed before the run.
             runner.program = Some(runner.start(None)?);
@@ -146,10 +152,26 @@ impl ExecRunner {
         };
         if self.config.persistent {
             if program.has_pending() {
-                tracing::error!(worker = %self.tag, "the program wrote after its last `done`; restarting it");
+                match program.next(Instant::now() + Duration::from_millis(100)) {
+                    // A program that numbers its answers had each one checked: what it wrote
+                    // since is no answer of a job, and a fresh process starts clean.
+                    Next::Line(late) if !self.numbered => {
+                        let what = "the program wrote after its `done`: it may have answered a job twice, and the \
+                                    second answer may have been taken for the next job's, whose nodes would be lost; \
+                                    the run cannot be trusted to be exact. Make it write nothing after `done`, or \
+                                    number its answers (`done ... job=<n>`)";
+                        return Err(Failure { beyond_retry: true, ..Failure::with_line(what, &late, &program) });
+                    }
+                    Next::Line(_) => tracing::warn!(worker = %self.tag, "the program wrote after its last `done`"),
+                    _ => {}
+                }
                 program = self.start(None).map_err(Failure::start)?;
             }
-            if let Err(e) = program.send(&lines::job_line(job, self.config.optimise)) {
+            if let Err(e) = program.send(&lines::job_line(job, self.config.optimise), deadline) {
+                if e.kind() == std::io::ErrorKind::TimedOut {
+                    let what = format!("{} (it did not read its job line)", timeout_message(&self.config));
+                    return Err(Failure::new(what, &program));
+                }
                 let status = describe(program.wait(Duration::from_millis(100)));
                 return Err(Failure::new(format!("cannot give the job to the program ({e}; {status})"), &program));
             }
@@ -249,7 +271,7 @@ impl ExecRunner {
     /// pruned); its solutions go to the batch.
     #[allow(clippy::type_complexity)]
     fn read_job(
-        &self,
+        &mut self,
         program: &mut Program,
         job: &Job,
         deadline: Instant,
@@ -300,6 +322,7 @@ impl ExecRunner {
                     batch.solutions.push(Solution { value, record: record.to_vec() });
                 }
                 Some(Line::Done { visited, leaves, max_depth, job: said, pruned }) => {
+                    self.numbered |= said.is_some();
                     // A program that numbers its answers has each checked against its job: a late
                     // or repeated `done` cannot answer the next job.
                     let given = if self.config.persistent { self.jobs_given } else { 1 };
@@ -369,21 +392,23 @@ pub(crate) fn with_retries(
     mut attempt: impl FnMut() -> Result<(), Failure>,
 ) -> Result<(), JobFailure> {
     let mut attempts = 0;
+    // A node may be long: messages show its start.
+    let node = shorten(&format!("{node:?}"), 200);
     loop {
         match attempt() {
             Ok(()) => return Ok(()),
-            Err(f) if attempts < retries => {
+            Err(f) if attempts < retries && !f.beyond_retry => {
                 attempts += 1;
                 tracing::warn!(
                     worker = %tag,
-                    "the job at node {node:?} failed ({}); trying again on a fresh process ({attempts} of {retries})",
+                    "the job at node {node} failed ({}); trying again on a fresh process ({attempts} of {retries})",
                     f.what,
                 );
             }
             Err(f) => {
                 let tries = attempts + 1;
                 let message = format!("{} (after {tries} attempt{})", f.message(), if tries > 1 { "s" } else { "" });
-                return Err(JobFailure { id: job.id, node: format!("{node:?}"), message });
+                return Err(JobFailure { id: job.id, node, message });
             }
         }
     }

@@ -117,9 +117,9 @@ fn check_input(config: &LrsConfig, file: &Path) -> Result<Vec<String>, String> {
     let rejected = |what: String| format!("lrs rejects {}: {what}", file.display());
     let mut program = Program::spawn_quiet(&mut Command::new(&config.exec.program), "lrs", config.exec.max_line)
         .map_err(|e| format!("lrs: cannot start {}: {e}", config.exec.program.display()))?;
-    let _ = program.send(format!("{}maxcobases 1\n", config.input).as_bytes());
-    program.close_stdin();
     let deadline = Instant::now() + config.exec.job_timeout;
+    let _ = program.send(format!("{}maxcobases 1\n", config.input).as_bytes(), deadline);
+    program.close_stdin();
     let mut out = JobOutput::new(config.name.as_deref());
     loop {
         match program.next(deadline) {
@@ -262,7 +262,7 @@ impl LrsRunner {
         let deadline = started + c.exec.job_timeout;
         let mut program = Program::spawn_quiet(&mut Command::new(&c.exec.program), &self.tag, c.exec.max_line)
             .map_err(|e| Failure::start(format!("cannot start {}: {e}", c.exec.program.display())))?;
-        if let Err(e) = program.send(self.job_input(job, cobasis).as_bytes()) {
+        if let Err(e) = program.send(self.job_input(job, cobasis).as_bytes(), deadline) {
             return Err(Failure::new(format!("cannot give lrs its input ({e})"), &program));
         }
         program.close_stdin();
