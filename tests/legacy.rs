@@ -235,8 +235,14 @@ fn programs_that_cannot_run_are_refused_before_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("not-executable.py");
     std::fs::write(&script, "print('done 1')\n").unwrap();
+    // Executable, but the system cannot run them: a #! line naming no program, and no #! line.
+    let shebang = self::script(dir.path(), "bad-shebang.sh", "#!/nonexistent/sh\necho 'done 1'\n");
+    let garbage = self::script(dir.path(), "garbage", "\x01\x02 not a program\n");
     let cases = [
         (vec!["run", "exec", "--", script.to_str().unwrap()], "is not executable"),
+        (vec!["run", "exec", "--persistent", "--", shebang.to_str().unwrap()], "names \"/nonexistent/sh\""),
+        (vec!["run", "exec", "--", garbage.to_str().unwrap()], "neither a binary nor a script with a #! line"),
+        (vec!["run", "exec", "--", "/tmp"], "is a directory, not a program"),
         (vec!["run", "exec", "--", "/nonexistent/program"], "no such file"),
         (vec!["run", "exec", "--", "no-such-program-anywhere"], "not found on PATH"),
         (vec!["run", "exec"], "PROGRAM"),
@@ -449,6 +455,20 @@ fn a_program_that_writes_after_its_done_stops_the_run_unless_it_numbers_its_answ
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!((summary(&o)["nodes"].as_u64(), summary(&o)["outputs"].as_u64()), (Some(255), Some(255)));
     assert_records_once(&out, 255);
+}
+
+/// A one-shot program's stdin is empty (a program that reads it first goes on at once), and its
+/// last line, `done`, may lack its newline.
+#[test]
+fn a_one_shot_program_reads_an_empty_input_and_may_end_without_a_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    let program =
+        script(dir.path(), "reader.sh", "#!/bin/sh\ncat >/dev/null\nprintf 'out %s\\ndone 1' \"$BTS_NODE\"\n");
+    let run = ["run", "--workers", "1", "--progress", "never", "--summary-json", "-"];
+    let o = bts(&[&run[..], &["exec", "--job-timeout", "5", "--", program.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().next(), Some("root"));
+    assert_eq!((summary(&o)["nodes"].as_u64(), summary(&o)["outputs"].as_u64()), (Some(1), Some(1)));
 }
 
 /// `--job-timeout` holds while bts writes a job line too: a persistent program that never reads

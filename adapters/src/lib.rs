@@ -147,7 +147,7 @@ pub(crate) fn find_program(name: &str) -> Result<PathBuf, String> {
     for c in candidates {
         if c.is_file() {
             if is_executable(&c) {
-                return Ok(c);
+                return runnable(&c).map(|()| c);
             }
             found_not_executable.get_or_insert(c);
         }
@@ -158,6 +158,30 @@ pub(crate) fn find_program(name: &str) -> Result<PathBuf, String> {
         None if name.contains('/') => format!("exec: {name}: no such file"),
         None => format!("exec: {name}: not found on PATH"),
     })
+}
+
+/// An executable file the system can run: a binary (ELF), or a script whose `#!` line names an
+/// interpreter that is there. Anything else fails only when it is started, so it is refused before
+/// the run.
+fn runnable(path: &Path) -> Result<(), String> {
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).unwrap_or(0);
+    let head = &head[..n];
+    if head.starts_with(b"\x7fELF") {
+        return Ok(());
+    }
+    let Some(line) = head.strip_prefix(b"#!") else {
+        return Err(format!(
+            "exec: {} is neither a binary nor a script with a #! line: the system cannot run it",
+            path.display()
+        ));
+    };
+    let line = String::from_utf8_lossy(line.split(|&b| b == b'\n').next().unwrap_or_default());
+    let interpreter = line.split_whitespace().next().unwrap_or_default();
+    if !Path::new(interpreter).is_file() || !is_executable(Path::new(interpreter)) {
+        return Err(format!("exec: {}'s #! line names {interpreter:?}, which is not a program here", path.display()));
+    }
+    Ok(())
 }
 
 fn is_executable(path: &Path) -> bool {

@@ -26,6 +26,10 @@ pub fn parse(line: &[u8]) -> Option<Line<'_>> {
     let (word, rest) = split_once(line, b' ').unwrap_or((line, b""));
     match word {
         b"out" => Some(Line::Out(rest)),
+        // An empty record or message of a program that ends its lines with \r\n: the \r stays, as
+        // it does after a record's text.
+        b"out\r" => Some(Line::Out(&line[3..])),
+        b"log\r" => Some(Line::Log(&line[3..])),
         b"solution" => {
             let (value, record) = split_once(rest, b' ').unwrap_or((rest, b""));
             let value = number::<i64>(value).filter(|&v| v != NO_VALUE)?;
@@ -154,6 +158,10 @@ mod tests {
     #[test]
     fn records_and_nodes_are_carried_byte_for_byte() {
         assert_eq!(parse(b"out caf\xe9\r"), Some(Line::Out(b"caf\xe9\r")));
+        // An empty record, or message, ended by \r\n.
+        assert_eq!(parse(b"out\r"), Some(Line::Out(b"\r")));
+        assert_eq!(parse(b"out \r"), Some(Line::Out(b"\r")));
+        assert_eq!(parse(b"log\r"), Some(Line::Log(b"\r")));
         assert_eq!(parse(b"unexplored 2 \xff\x00z\r"), Some(Line::Unexplored { depth: 2, node: b"\xff\x00z\r" }));
         let job = Job {
             id: JobId(1),

@@ -53,6 +53,8 @@ pub struct Program {
     stderr_task: Mutex<Option<JoinHandle<()>>>,
     /// The program has been waited for.
     status: Option<ExitStatus>,
+    /// Stdout's end also ends a last line without a newline.
+    last_line_unterminated: bool,
 }
 
 impl Program {
@@ -97,7 +99,26 @@ impl Program {
         let tag = format!("{tag} (pid {pid})");
         let stderr_task = Mutex::new(Some(runtime().spawn(async move { log_stderr(stderr, &tag, &tail, warn).await })));
         let (buf, scanned, status) = (Vec::new(), 0, None);
-        Ok(Program { child, pid, stdin, stdout, buf, scanned, max_line, stderr_tail, stderr_task, status })
+        let last_line_unterminated = false;
+        Ok(Program {
+            child,
+            pid,
+            stdin,
+            stdout,
+            buf,
+            scanned,
+            max_line,
+            stderr_tail,
+            stderr_task,
+            status,
+            last_line_unterminated,
+        })
+    }
+
+    /// Takes a last line without a newline as a line: for a program whose exit status is checked
+    /// afterwards (a one-shot program must exit 0).
+    pub fn last_line_may_lack_newline(&mut self) {
+        self.last_line_unterminated = true;
     }
 
     /// Closes the program's stdin: it reads end of file (one-shot input, as lrs's).
@@ -136,6 +157,9 @@ impl Program {
         loop {
             if let Some(i) = self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
                 let end = self.scanned + i;
+                if end > self.max_line {
+                    return Next::TooLong(self.buf[..80].to_vec());
+                }
                 let mut line: Vec<u8> = self.buf.drain(..=end).collect();
                 line.pop();
                 self.scanned = 0;
@@ -159,6 +183,12 @@ impl Program {
             }
             let mut chunk = [0u8; 64 * 1024];
             match self.stdout.read(&mut chunk) {
+                // The last line may lack its newline (`printf 'done 1'`), if the caller checks how
+                // the program ended (a line cut by a crash could look whole).
+                Ok(0) if self.last_line_unterminated && !self.buf.is_empty() => {
+                    self.scanned = 0;
+                    return Next::Line(std::mem::take(&mut self.buf));
+                }
                 Ok(0) => return Next::Eof,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -358,5 +388,47 @@ async fn log_stderr(mut stderr: ChildStderr, tag: &str, tail: &Mutex<VecDeque<St
     }
     if !line.is_empty() {
         emit(&mut line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line of `max_line` bytes is taken, one byte more is refused, whether or not its newline
+    /// came with it.
+    #[test]
+    fn lines_are_refused_past_the_limit_newline_or_not() {
+        let next = |script: &str| {
+            let mut command = Command::new("sh");
+            command.args(["-c", script]);
+            let mut program = Program::spawn(&mut command, "test", 1000).unwrap();
+            let next = program.next(Instant::now() + Duration::from_secs(10));
+            program.kill();
+            next
+        };
+        let line = |n: usize, end: &str| format!("head -c {n} /dev/zero | tr '\\0' x; printf '{end}'; sleep 5");
+        assert!(matches!(next(&line(1000, "\\n")), Next::Line(l) if l.len() == 1000));
+        assert!(matches!(next(&line(1001, "\\n")), Next::TooLong(_)));
+        assert!(matches!(next(&line(1001, "")), Next::TooLong(_)));
+    }
+
+    /// A program's last line may lack its newline, when the caller checks how it ended.
+    #[test]
+    fn the_last_line_needs_no_newline() {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for checked in [true, false] {
+            let mut command = Command::new("sh");
+            command.args(["-c", "printf 'out a\ndone 1'"]);
+            let mut program = Program::spawn(&mut command, "test", 1000).unwrap();
+            if checked {
+                program.last_line_may_lack_newline();
+            }
+            assert!(matches!(program.next(deadline), Next::Line(l) if l == b"out a"));
+            if checked {
+                assert!(matches!(program.next(deadline), Next::Line(l) if l == b"done 1"));
+            }
+            assert!(matches!(program.next(deadline), Next::Eof));
+        }
     }
 }

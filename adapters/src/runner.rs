@@ -136,8 +136,15 @@ impl ExecRunner {
                 self.jobs_given = 0;
             }
         }
-        Program::spawn(&mut command, &self.tag, c.max_line)
-            .map_err(|e| format!("cannot start {}: {e}", c.program.display()))
+        let mut program = Program::spawn(&mut command, &self.tag, c.max_line)
+            .map_err(|e| format!("cannot start {}: {e}", c.program.display()))?;
+        if !c.persistent {
+            // A one-shot program must exit 0 after `done`: a `done` without its newline is whole.
+            program.last_line_may_lack_newline();
+            // Its job is in its arguments and environment: its input is empty.
+            program.close_stdin();
+        }
+        Ok(program)
     }
 
     /// One attempt at `job`; on failure the batch is left as it was.
