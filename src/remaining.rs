@@ -113,7 +113,9 @@ impl Remaining {
                     return;
                 }
                 let pause = clock.now().saturating_sub(started).mul_f64(1.0 / PROBER_SHARE - 1.0);
-                std::thread::sleep(pause.min(Duration::from_secs(30)));
+                // Up to ten minutes: a legacy program's batch of probes (a process a step) may take
+                // seconds, and is paid for by a long pause, not by the workers' cores.
+                std::thread::sleep(pause.min(Duration::from_secs(600)));
             }
         });
         let seed = Instant::now().elapsed().as_nanos() as u64 ^ 0x5EED;

@@ -180,7 +180,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
     let out = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 25] = [
+    let cases: [(&[&str], &str); 27] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -204,6 +204,9 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["worker", "--connect", "127.0.0.1:9", "--retry", "1e300"], "not a positive number of seconds"),
         (&["run", "exec", "--job-timeout", "1e300", "--", "true"], "not a positive number of seconds"),
         (&["run", "--freq", "/nonexistent-dir/f.txt", "queens", "--n", "4"], "job sizes (--freq) file"),
+        // Options of remote workers, without them.
+        (&["run", "--worker-timeout", "3", "queens", "--n", "4"], "--worker-timeout needs --listen ADDR"),
+        (&["run", "--token-file", "t", "queens", "--n", "4"], "--token-file needs --listen ADDR"),
         // A tree's option before the tree's name.
         (&["run", "--n", "8", "queens"], "if --n is an option of queens, put it after the tree's name"),
         (&["run", "--preset=T1", "uts"], "if --preset is an option of uts, put it after"),

@@ -151,7 +151,7 @@ pub struct RemoteArgs {
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     pub worker_timeout: Option<Duration>,
     /// Cluster launch (mpirun, srun): rank 0 runs the master, the other ranks work for it, meeting
-    /// through file F on a shared file system; --workers is then the threads of every rank [default: 1]
+    /// through file F on a shared file system; --workers is then the threads of every rank (default 1)
     #[arg(long, value_name = "F")]
     pub rendezvous: Option<PathBuf>,
 }
@@ -255,7 +255,7 @@ pub struct OutputArgs {
     /// Write the summary as JSON to FILE ("-": stdout, after any output records)
     #[arg(long, value_name = "FILE")]
     pub summary_json: Option<PathBuf>,
-    /// Progress on stderr: a bar when it is a terminal (auto), otherwise a line every few seconds
+    /// Progress on stderr: a bar when it is a terminal (auto), otherwise a line every 5 seconds
     #[arg(long, value_enum, default_value = "auto")]
     pub progress: Progress,
     /// Write a time series of the run to FILE (CSV, four rows a second), for bts plot
@@ -273,8 +273,8 @@ pub struct OutputArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Stopping and checkpoints")]
 pub struct StopArgs {
-    /// Save the run to FILE when it stops (and every --checkpoint-every seconds); resume it with
-    /// bts resume FILE
+    /// Save the run to FILE when it starts, when it is told to stop, and when it stops, fails or ends
+    /// (and every --checkpoint-every seconds); resume it with bts resume FILE
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<PathBuf>,
     /// Save the run every SECS seconds without stopping it (needs --checkpoint)

@@ -254,8 +254,15 @@ fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
         listen
     } else {
         let Some(address) = &r.listen else {
-            if r.address_file.is_some() || r.worker_timeout.is_some() {
-                return Err(CliError::usage("--address-file and --worker-timeout need --listen ADDR"));
+            let given = [
+                (r.address_file.is_some(), "--address-file"),
+                (r.worker_timeout.is_some(), "--worker-timeout"),
+                (r.token_file.is_some(), "--token-file"),
+            ];
+            if let Some((_, option)) = given.iter().find(|(given, _)| *given) {
+                return Err(CliError::usage(format!(
+                    "{option} needs --listen ADDR (or --rendezvous F): it is for remote workers"
+                )));
             }
             return Ok(None);
         };
@@ -527,7 +534,12 @@ fn run_mode(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunMode, Cl
         (args.output.freq.is_some(), "--freq"),
     ];
     if let Some((_, name)) = budget_options.iter().find(|(given, _)| *given) {
-        return Err(CliError::usage(format!("{name} applies to --mode budget, not to --mode polling")));
+        let why = match w.mode {
+            Some(_) => "",
+            None if w.split.is_some() || w.start.is_some() => " (--split and --start imply it)",
+            None => " (the resumed run's mode)",
+        };
+        return Err(CliError::usage(format!("{name} applies to --mode budget, not to --mode polling{why}")));
     }
     let stored_split = match stored {
         Some(StoredMode::Polling { split }) => split,
