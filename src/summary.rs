@@ -179,8 +179,9 @@ impl Summary {
                 "{}, {} returned, budget {} -> {}",
                 plural(t.jobs, "jobs"),
                 t.returned,
-                self.budget.initial,
-                self.budget.last
+                // `inf` for no limit, as `--budget` takes it.
+                bts_protocol::Budget(self.budget.initial),
+                bts_protocol::Budget(self.budget.last)
             ),
         };
         let unit = if polling { "nodes" } else { "jobs" };
@@ -282,5 +283,12 @@ mod tests {
         mixed.mixed_modes = true;
         assert!(mixed.human().contains("1 job or steal and 0 nodes returned or moved"), "{}", mixed.human());
         assert!(!mixed.human().contains("steals,"), "{}", mixed.human());
+    }
+
+    #[test]
+    fn an_unlimited_budget_is_inf() {
+        let mut s = summary(Totals::default(), "budget", 0);
+        s.budget = BudgetSummary { initial: u64::MAX, last: 5000 };
+        assert!(s.human().contains("budget inf -> 5000"), "{}", s.human());
     }
 }
