@@ -243,10 +243,12 @@ fn programs_that_cannot_run_are_refused_before_the_run() {
         (vec!["run", "exec", "--persistent", "--", shebang.to_str().unwrap()], "names \"/nonexistent/sh\""),
         (vec!["run", "exec", "--", garbage.to_str().unwrap()], "neither a binary nor a script with a #! line"),
         (vec!["run", "exec", "--", "/tmp"], "is a directory, not a program"),
+        (vec!["run", "exec", "--", "/dev/null"], "is not a regular file"),
         (vec!["run", "exec", "--", "/nonexistent/program"], "no such file"),
         (vec!["run", "exec", "--", "no-such-program-anywhere"], "not found on PATH"),
         (vec!["run", "exec"], "PROGRAM"),
         (vec!["run", "exec", "--job-timeout", "0", "--", "true"], "not a positive number of seconds"),
+        (vec!["run", "exec", "--job-timeout", "1e-12", "--", "true"], "not a positive number of seconds"),
     ];
     for (args, message) in cases {
         let o = bts(&args);

@@ -60,7 +60,8 @@ pub struct ExecArgs {
 /// At most 1e9 seconds (31 years), as every seconds option of bts: longer cannot be added to a clock.
 pub(crate) fn positive_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(x) if x > 0.0 && x <= 1e9 => Ok(x),
+        // Not so small that it makes no time at all.
+        Ok(x) if x > 0.0 && x <= 1e9 && !std::time::Duration::from_secs_f64(x).is_zero() => Ok(x),
         _ => Err(format!("'{s}' is not a positive number of seconds (at most 1e9)")),
     }
 }
@@ -155,6 +156,9 @@ pub(crate) fn find_program(name: &str) -> Result<PathBuf, String> {
     Err(match found_not_executable {
         Some(p) => format!("exec: {} is not executable (chmod +x it)", p.display()),
         None if Path::new(name).is_dir() => format!("exec: {name} is a directory, not a program"),
+        None if name.contains('/') && Path::new(name).exists() => {
+            format!("exec: {name} is not a regular file, not a program")
+        }
         None if name.contains('/') => format!("exec: {name}: no such file"),
         None => format!("exec: {name}: not found on PATH"),
     })
