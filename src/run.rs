@@ -511,6 +511,8 @@ fn drive_options(options: &RunOptions, started: Instant, workers_may_join: bool)
 struct Hooks<'a> {
     saver: Checkpointer<'a>,
     monitor: Option<Monitor>,
+    /// Told when the run stops.
+    searcher: Arc<dyn Searcher>,
     /// The run's last checkpoint could not be written: the run still ends with its summary.
     last_save_failed: Option<RunError>,
 }
@@ -531,7 +533,7 @@ impl<'a> Hooks<'a> {
             false => None,
         };
         let saver = Checkpointer { tree, input_digest: searcher.input_digest(), options, before, started };
-        Ok(Hooks { saver, monitor, last_save_failed: None })
+        Ok(Hooks { saver, monitor, searcher: Arc::clone(searcher), last_save_failed: None })
     }
 }
 
@@ -552,6 +554,10 @@ impl Observer for Hooks<'_> {
             }
             Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
         }
+    }
+
+    fn stopping(&mut self) {
+        self.searcher.stopping();
     }
 
     fn finish(&mut self, scheduler: &dyn RunView) {

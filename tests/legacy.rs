@@ -473,6 +473,30 @@ fn a_one_shot_program_reads_an_empty_input_and_may_end_without_a_newline() {
     assert_eq!((summary(&o)["nodes"].as_u64(), summary(&o)["outputs"].as_u64()), (Some(1), Some(1)));
 }
 
+/// A job that fails while the run stops is not tried again: retries would hold the stop up by
+/// `--job-timeout` each.
+#[test]
+fn a_job_failing_as_the_run_stops_is_not_tried_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "hang.sh",
+        "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a'; echo 'unexplored 1 b';;\na) sleep 40;;\nesac\n\
+         echo 'done 1'\n",
+    );
+    let ck = dir.path().join("run.ckpt");
+    let started = std::time::Instant::now();
+    let run = ["run", "--workers", "2", "--progress", "never", "--time-limit", "0.5", "--checkpoint"];
+    let exec = ["exec", "--job-timeout", "2", "--retries", "5", "--", program.to_str().unwrap()];
+    let o = bts(&[&run[..], &[ck.to_str().unwrap()], &exec].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("(after 1 attempt, not tried again as the run stops)"), "{}", stderr(&o));
+    // Six attempts would take 12 s.
+    assert!(started.elapsed() < std::time::Duration::from_secs(8), "{:?}", started.elapsed());
+    // The checkpoint keeps the job, to be run again on resuming.
+    assert!(bts_checkpoints::load(&ck).unwrap().jobs.iter().any(|p| p.node.as_slice() == b"a"));
+}
+
 /// `--job-timeout` holds while bts writes a job line too: a persistent program that never reads
 /// its input, given a node longer than a pipe holds, fails its job in time.
 #[test]

@@ -81,6 +81,8 @@ pub struct ExecConfig {
     pub max_line: usize,
     /// A branch and bound (`--optimise`).
     pub optimise: bool,
+    /// The run is stopping: a failed job is not tried again, which would only hold up the stop.
+    pub stopping: std::sync::atomic::AtomicBool,
 }
 
 /// The `exec` tree.
@@ -108,6 +110,7 @@ impl ExecSearcher {
             job_timeout: Duration::from_secs_f64(args.job_timeout),
             max_line: MAX_LINE,
             optimise: args.optimise,
+            stopping: Default::default(),
         };
         Ok(Self { config: Arc::new(config), runners: AtomicUsize::new(0), incumbent: Arc::default() })
     }
@@ -116,6 +119,10 @@ impl ExecSearcher {
 impl Searcher for ExecSearcher {
     fn root(&self) -> Result<NodeBytes, String> {
         Ok(NodeBytes::from_slice(self.config.root.as_bytes()))
+    }
+
+    fn stopping(&self) {
+        self.config.stopping.store(true, Ordering::Relaxed);
     }
 
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {

@@ -369,8 +369,8 @@ impl ExecRunner {
 impl JobRunner for ExecRunner {
     fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
         let node = String::from_utf8_lossy(job.node.as_slice()).into_owned();
-        let (tag, retries) = (self.tag.clone(), self.config.retries);
-        with_retries(job, &node, &tag, retries, || self.attempt(job, batch))
+        let (tag, config) = (self.tag.clone(), Arc::clone(&self.config));
+        with_retries(job, &node, &tag, &config, || self.attempt(job, batch))
     }
 }
 
@@ -395,16 +395,18 @@ pub(crate) fn with_retries(
     job: &Job,
     node: &str,
     tag: &str,
-    retries: u32,
+    config: &ExecConfig,
     mut attempt: impl FnMut() -> Result<(), Failure>,
 ) -> Result<(), JobFailure> {
+    let retries = config.retries;
+    let stopping = || config.stopping.load(std::sync::atomic::Ordering::Relaxed);
     let mut attempts = 0;
     // A node may be long: messages show its start.
     let node = shorten(&format!("{node:?}"), 200);
     loop {
         match attempt() {
             Ok(()) => return Ok(()),
-            Err(f) if attempts < retries && !f.beyond_retry => {
+            Err(f) if attempts < retries && !f.beyond_retry && !stopping() => {
                 attempts += 1;
                 tracing::warn!(
                     worker = %tag,
@@ -414,7 +416,9 @@ pub(crate) fn with_retries(
             }
             Err(f) => {
                 let tries = attempts + 1;
-                let message = format!("{} (after {tries} attempt{})", f.message(), if tries > 1 { "s" } else { "" });
+                let why = if attempts < retries && stopping() { ", not tried again as the run stops" } else { "" };
+                let message =
+                    format!("{} (after {tries} attempt{}{why})", f.message(), if tries > 1 { "s" } else { "" });
                 return Err(JobFailure { id: job.id, node, message });
             }
         }

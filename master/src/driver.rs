@@ -160,6 +160,10 @@ pub trait Observer {
         Ok(())
     }
 
+    /// Called once when the run is told to stop (a signal, the time limit, the stop file), before
+    /// it waits for the jobs out with workers.
+    fn stopping(&mut self) {}
+
     /// Called once when the run ends (after the last checkpoint).
     fn finish(&mut self, _run: &dyn RunView) {}
 }
@@ -368,6 +372,9 @@ fn stop(
 ) {
     let first = !scheduler.stopping();
     scheduler.stop(reason);
+    if first {
+        observer.stopping();
+    }
     if first && options.save_on_stop && scheduler.outcome().is_none() {
         match save(scheduler, output, observer, false) {
             Ok(()) => tracing::info!("saved the run; waiting for the jobs out with workers"),

@@ -75,6 +75,10 @@ pub trait Searcher: Send + Sync {
     fn runs_elsewhere(&self) -> bool {
         false
     }
+
+    /// The run has been told to stop: its runners may give up what would only hold the stop up
+    /// (a legacy program's failed job is not tried again).
+    fn stopping(&self) {}
 }
 
 /// A digest of an input file's bytes (CRC-32): enough to tell a stale or different copy.

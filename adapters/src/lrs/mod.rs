@@ -104,6 +104,7 @@ impl LrsSearcher {
             job_timeout: Duration::from_secs_f64(args.job_timeout),
             max_line: crate::MAX_LINE,
             optimise: false,
+            stopping: Default::default(),
         };
         let mut config = LrsConfig { exec, input, hull, name, head: Vec::new(), options, digest };
         config.head = check_input(&config, &args.file)?;
@@ -176,6 +177,10 @@ const COUNT_WIDTH: usize = 12;
 impl Searcher for LrsSearcher {
     fn root(&self) -> Result<NodeBytes, String> {
         Ok(NodeBytes::new())
+    }
+
+    fn stopping(&self) {
+        self.config.exec.stopping.store(true, Ordering::Relaxed);
     }
 
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
@@ -346,6 +351,7 @@ impl LrsRunner {
 impl JobRunner for LrsRunner {
     fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
         let cobasis = String::from_utf8_lossy(job.node.as_slice()).into_owned();
-        with_retries(job, &cobasis, &self.tag, self.config.exec.retries, || self.attempt(job, &cobasis, batch))
+        let config = &self.config.exec;
+        with_retries(job, &cobasis, &self.tag, config, || self.attempt(job, &cobasis, batch))
     }
 }
