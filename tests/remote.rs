@@ -239,6 +239,7 @@ fn wrong_tokens_are_refused_with_exit_status_2() {
     assert!(log.contains("wrong token"), "{log}");
     let (code, log) = worker_output(worker(&["--connect", &master.address]));
     assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("the master requires a token, and this worker has none"), "{log}");
     // The right token works (white space around it does not matter).
     let ok = worker(&["--connect", &master.address, "--token-file", &right, "--threads", "1"]);
     let (code, summary, log) = master.finish();

@@ -612,7 +612,14 @@ async fn connect(
                 return Err(RemoteError::Unreachable(format!("rank 0 (the master) could not start the run: {why}")));
             }
             _ if Instant::now() >= deadline => {
-                return Err(RemoteError::Unreachable("the master's address file did not appear".into()));
+                let waited = options.retry_for.as_secs_f64();
+                return Err(RemoteError::Unreachable(format!(
+                    "the master's address file {} did not appear within {waited} s",
+                    match &options.master {
+                        MasterAddress::File(p) | MasterAddress::Rendezvous(p) => p.display().to_string(),
+                        MasterAddress::Fixed(a) => a.clone(),
+                    }
+                )));
             }
             _ => {
                 tokio::time::sleep(pause).await;
@@ -674,6 +681,11 @@ async fn handshake(
         MasterFrame::Challenge { nonce, tag } if auth::verify_master(token, &worker_nonce, &nonce, &tag) => {
             frames.decoder_mut().authenticated();
             nonce
+        }
+        MasterFrame::Challenge { .. } if token.is_empty() => {
+            return Err(RemoteError::Refused(
+                "the master requires a token, and this worker has none: give --token-file F, the master's file".into(),
+            ));
         }
         MasterFrame::Challenge { .. } => {
             return Err(RemoteError::Refused("wrong token: the master does not prove the same token".into()));
