@@ -414,7 +414,8 @@ fn a_job_that_answers_without_end_fails_clearly() {
 }
 
 /// Binary strings of length up to 7 (255 nodes, each a record), persistent; the first process
-/// answers its third job twice (a stray `done` after its `done`), numbering its answers if told.
+/// answers its third job twice (a stray `done` after its `done`), numbering its answers if told,
+/// or (`partial`) writes the start of a line after it.
 const TWICE: &str = r#"#!/usr/bin/env python3
 import os, sys, time
 numbered, marker = sys.argv[1] == "numbered", sys.argv[2]
@@ -431,8 +432,16 @@ for n, line in enumerate(sys.stdin, 1):
         if len(s) < 7:
             stack += [s + "1", s + "0"]
     done = f"done {visited}" + (f" job={n}" if numbered else "")
+    late = n == 3 and not os.path.exists(marker)
+    if late and sys.argv[1] == "partial":
+        # The start of a line, with the answer: one write.
+        open(marker, "w").close()
+        sys.stdout.write(f"{done}\nout late")
+        sys.stdout.flush()
+        continue
     print(done, flush=True)
-    if n == 3 and not os.path.exists(marker):
+    if late:
+        # A whole second answer, a moment later.
         open(marker, "w").close()
         time.sleep(0.05)
         print(done, flush=True)
@@ -449,10 +458,12 @@ fn a_program_that_writes_after_its_done_stops_the_run_unless_it_numbers_its_answ
         ["run", "--workers", "1", "--budget", "5", "--fixed-budget", "--progress", "never", "--summary-json", "-"];
     let run = [&run[..], &["--output", out.to_str().unwrap(), "exec", "--persistent", "--"]].concat();
     let marker = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
-    let o = bts(&[&run[..], &[program.to_str().unwrap(), "plain", &marker("plain")]].concat());
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("the program wrote after its `done`"), "{}", stderr(&o));
-    assert!(stderr(&o).contains("number its answers"), "{}", stderr(&o));
+    for mode in ["plain", "partial"] {
+        let o = bts(&[&run[..], &[program.to_str().unwrap(), mode, &marker(mode)]].concat());
+        assert_eq!(o.status.code(), Some(1), "{mode}: {}", stderr(&o));
+        assert!(stderr(&o).contains("the program wrote after its `done`"), "{mode}: {}", stderr(&o));
+        assert!(stderr(&o).contains("number its answers"), "{mode}: {}", stderr(&o));
+    }
     let o = bts(&[&run[..], &[program.to_str().unwrap(), "numbered", &marker("numbered")]].concat());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!((summary(&o)["nodes"].as_u64(), summary(&o)["outputs"].as_u64()), (Some(255), Some(255)));

@@ -300,13 +300,22 @@ fn the_head_of_the_input_and_of_the_output_file_are_read_as_lrs_reads_them() {
         let next_out = String::from_utf8_lossy(&next.stdout);
         assert!(next.status.success() && next_out.contains("*Totals:"), "{name}: {next_out}");
     }
-    // A name in Latin-1, which lrs echoes as it is.
+    // A name in Latin-1, which lrs gets as it is (through a wrapper that keeps what it is given).
     let file = dir.path().join("latin.ine");
     std::fs::write(&file, [&b"caf\xe9\n"[..], cube(3).split_once('\n').unwrap().1.as_bytes()].concat()).unwrap();
+    let given = dir.path().join("given");
+    let wrapper = dir.path().join("lrs-wrapper.sh");
+    std::fs::write(&wrapper, format!("#!/bin/sh\ntee -a {} | lrs \"$@\"\n", given.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (records, s) = run_lrs(dir.path(), &["--workers", "2", "--budget", "2"], &file);
     let plain = plain_lrs(&file);
     assert_eq!(sorted_lines(&records), plain.records);
     assert_totals(&s, &plain, "latin-1");
+    let args =
+        ["run", "--workers", "1", "--count-only", "lrs", file.to_str().unwrap(), "--lrs", wrapper.to_str().unwrap()];
+    assert_eq!(bts(&args).status.code(), Some(0));
+    assert!(std::fs::read(&given).unwrap().starts_with(b"caf\xe9\n"), "lrs was not given the file's bytes");
 }
 
 #[test]

@@ -176,7 +176,10 @@ pub(crate) fn find_program(name: &str) -> Result<PathBuf, String> {
 /// the run.
 fn runnable(path: &Path) -> Result<(), String> {
     let mut head = [0u8; 256];
-    let n = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).unwrap_or(0);
+    // A program that may be run but not read (mode 111) is the system's to judge.
+    let Ok(n) = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)) else {
+        return Ok(());
+    };
     let head = &head[..n];
     if head.starts_with(b"\x7fELF") {
         return Ok(());

@@ -78,7 +78,6 @@ impl Program {
         let _runtime = runtime().enter();
         let mut child = command.spawn()?;
         let pid = child.id().ok_or_else(|| io::Error::other("the program exited at once"))?;
-        live_groups().insert(pid);
         // Back to blocking descriptors, for this thread.
         let file = |fd: io::Result<OwnedFd>| fd.map(File::from);
         let stdout = file(child.stdout.take().expect("stdout is piped").into_owned_fd())?;
@@ -100,6 +99,15 @@ impl Program {
         let stderr_task = Mutex::new(Some(runtime().spawn(async move { log_stderr(stderr, &tag, &tail, warn).await })));
         let (buf, scanned, status) = (Vec::new(), 0, None);
         let last_line_unterminated = false;
+        let mut live = live_groups();
+        if live.exiting {
+            // bts is exiting and has killed its programs: none may start after them.
+            // SAFETY: as in `kill`: the group is the child's own, not reaped.
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+            return Err(io::Error::other("bts is exiting"));
+        }
+        live.groups.insert(pid);
+        drop(live);
         Ok(Program {
             child,
             pid,
@@ -197,6 +205,11 @@ impl Program {
         }
     }
 
+    /// The start of what stdout gave and no line has taken (a line without its newline, so far).
+    pub fn unread(&self) -> Vec<u8> {
+        self.buf[..self.buf.len().min(200)].to_vec()
+    }
+
     /// Whether stdout has something to read (or is closed) within `wait`.
     fn readable(&self, wait: Duration) -> bool {
         let mut fd = libc::pollfd { fd: self.stdout.as_raw_fd(), events: libc::POLLIN, revents: 0 };
@@ -268,7 +281,7 @@ impl Program {
     pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
         if self.status.is_none() && self.exited_by(Instant::now() + limit) {
             // Out of the set before it is reaped, after which its id may be another process's.
-            live_groups().remove(&self.pid);
+            live_groups().groups.remove(&self.pid);
             self.status = runtime().block_on(self.child.wait()).ok();
         }
         self.status
@@ -300,7 +313,7 @@ impl Program {
             }
             let _ = self.child.start_kill();
             // Out of the set before it is reaped, after which its id may be another process's.
-            live_groups().remove(&self.pid);
+            live_groups().groups.remove(&self.pid);
             let child = &mut self.child;
             self.status = runtime().block_on(child.wait()).ok();
         }
@@ -308,9 +321,16 @@ impl Program {
     }
 }
 
-/// The process groups of the programs started and not yet killed: what [`kill_all`] kills.
-fn live_groups() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<u32>> {
-    static LIVE: Mutex<std::collections::BTreeSet<u32>> = Mutex::new(std::collections::BTreeSet::new());
+/// The process groups of the programs started and not yet reaped: what [`kill_all`] kills.
+struct LiveGroups {
+    groups: std::collections::BTreeSet<u32>,
+    /// [`kill_all`] has run: no program may start after it.
+    exiting: bool,
+}
+
+fn live_groups() -> std::sync::MutexGuard<'static, LiveGroups> {
+    static LIVE: Mutex<LiveGroups> =
+        Mutex::new(LiveGroups { groups: std::collections::BTreeSet::new(), exiting: false });
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -320,7 +340,8 @@ fn live_groups() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<u3
 pub fn kill_all() {
     // The set stays locked while the groups are signalled: a program leaves it before it is reaped.
     let mut live = live_groups();
-    for pid in std::mem::take(&mut *live) {
+    live.exiting = true;
+    for pid in std::mem::take(&mut live.groups) {
         // SAFETY: as in `Program::kill`: the group is a program's own, and its leader has not been
         // reaped, so its id cannot be another process's.
         unsafe {

@@ -159,18 +159,23 @@ impl ExecRunner {
         };
         if self.config.persistent {
             if program.has_pending() {
-                match program.next(Instant::now() + Duration::from_millis(100)) {
+                let late = match program.next(Instant::now() + Duration::from_millis(100)) {
+                    Next::Line(l) | Next::TooLong(l) => Some(l),
+                    // A line cut short, or nothing: the program ended.
+                    Next::Timeout | Next::Eof => Some(program.unread()).filter(|u| !u.is_empty()),
+                };
+                match late {
                     // A program that numbers its answers had each one checked: what it wrote
                     // since is no answer of a job, and a fresh process starts clean.
-                    Next::Line(late) if !self.numbered => {
+                    Some(late) if !self.numbered => {
                         let what = "the program wrote after its `done`: it may have answered a job twice, and the \
                                     second answer may have been taken for the next job's, whose nodes would be lost; \
                                     the run cannot be trusted to be exact. Make it write nothing after `done`, or \
                                     number its answers (`done ... job=<n>`)";
                         return Err(Failure { beyond_retry: true, ..Failure::with_line(what, &late, &program) });
                     }
-                    Next::Line(_) => tracing::warn!(worker = %self.tag, "the program wrote after its last `done`"),
-                    _ => {}
+                    Some(_) => tracing::warn!(worker = %self.tag, "the program wrote after its last `done`"),
+                    None => {}
                 }
                 program = self.start(None).map_err(Failure::start)?;
             }

@@ -160,8 +160,9 @@ pub trait Observer {
         Ok(())
     }
 
-    /// Called once when the run is told to stop (a signal, the time limit, the stop file), before
-    /// it waits for the jobs out with workers.
+    /// Called once when the run starts to stop (told to: a signal, the time limit, the stop file;
+    /// or by itself: the node limit, the target, a failed job), before it waits for the jobs out
+    /// with workers.
     fn stopping(&mut self) {}
 
     /// Called once when the run ends (after the last checkpoint).
@@ -275,7 +276,11 @@ pub fn drive(
     // What came before the run started (the local threads joining) is taken in before the run
     // can end: a resumed complete run ends at once, and its summary counts its workers.
     let mut early: VecDeque<Event> = events.try_iter().collect();
+    let mut told_stopping = false;
     loop {
+        if scheduler.stopping() && !std::mem::replace(&mut told_stopping, true) {
+            observer.stopping();
+        }
         while let Some((worker, message)) = scheduler.poll_send() {
             let delivered = links.get(&worker).is_some_and(|link| link.send(message));
             if !delivered {
@@ -372,9 +377,6 @@ fn stop(
 ) {
     let first = !scheduler.stopping();
     scheduler.stop(reason);
-    if first {
-        observer.stopping();
-    }
     if first && options.save_on_stop && scheduler.outcome().is_none() {
         match save(scheduler, output, observer, false) {
             Ok(()) => tracing::info!("saved the run; waiting for the jobs out with workers"),

@@ -61,8 +61,8 @@ const FACET_COUNTERS: [&str; 3] = ["facets", "bases", "linearities"];
 #[derive(Debug)]
 struct LrsConfig {
     exec: ExecConfig,
-    /// The input file's text, ending in a newline.
-    input: String,
+    /// The input file, ending in a newline.
+    input: Vec<u8>,
     /// A V-representation: lrs computes facets, and its restart line has no R#.
     hull: bool,
     /// The name lrs echoes first.
@@ -88,13 +88,15 @@ impl LrsSearcher {
         let bytes = std::fs::read(&args.file)
             .map_err(|e| format!("lrs: cannot read the input {}: {e}", args.file.display()))?;
         let digest = bts_worker::input_digest(&bytes);
-        // lrs reads bytes: a name in another encoding than UTF-8 is no error (bts writes it in UTF-8).
-        let mut input = String::from_utf8_lossy(&bytes).into_owned();
-        if !input.ends_with('\n') {
-            input.push('\n');
+        // lrs reads bytes and gets them as they are; bts reads them as text (a name in another
+        // encoding than UTF-8 is no error: the output file's head has it in UTF-8).
+        let mut input = bytes;
+        if !input.ends_with(b"\n") {
+            input.push(b'\n');
         }
-        let options::Header { hull, name } = options::header(&input);
-        let options = options::read(&input).map_err(|e| format!("lrs: {}: {e}", args.file.display()))?;
+        let text = String::from_utf8_lossy(&input);
+        let options::Header { hull, name } = options::header(&text);
+        let options = options::read(&text).map_err(|e| format!("lrs: {}: {e}", args.file.display()))?;
         let exec = ExecConfig {
             program,
             args: Vec::new(),
@@ -119,7 +121,7 @@ fn check_input(config: &LrsConfig, file: &Path) -> Result<Vec<String>, String> {
     let mut program = Program::spawn_quiet(&mut Command::new(&config.exec.program), "lrs", config.exec.max_line)
         .map_err(|e| format!("lrs: cannot start {}: {e}", config.exec.program.display()))?;
     let deadline = Instant::now() + config.exec.job_timeout;
-    let _ = program.send(format!("{}maxcobases 1\n", config.input).as_bytes(), deadline);
+    let _ = program.send(&[&config.input[..], b"maxcobases 1\n"].concat(), deadline);
     program.close_stdin();
     let mut out = JobOutput::new(config.name.as_deref());
     loop {
@@ -227,11 +229,10 @@ struct LrsRunner {
 
 impl LrsRunner {
     /// The input with the job's options appended (later options override the file's own).
-    fn job_input(&self, job: &Job, cobasis: &str) -> String {
+    fn job_input(&self, job: &Job, cobasis: &str) -> Vec<u8> {
         let c = &self.config;
         let restart = !cobasis.is_empty();
-        let mut text = c.input.clone();
-        text += "verbose\n";
+        let mut text = String::from("verbose\n");
         if !self.settings.keep_output {
             // `--count-only`: lrs counts without printing records (a tenth of its time goes into
             // printing them), and the job's outputs come from its `*Totals` line.
@@ -257,7 +258,7 @@ impl LrsRunner {
         if let Some(d) = max_depth.map(|d| c.options.max_depth.map_or(d, |user| d.min(user))) {
             text += &format!("maxdepth {d}\n");
         }
-        text
+        [&c.input[..], text.as_bytes()].concat()
     }
 
     /// One attempt at `job`; nothing is added to `batch` unless it succeeds.
@@ -267,7 +268,7 @@ impl LrsRunner {
         let deadline = started + c.exec.job_timeout;
         let mut program = Program::spawn_quiet(&mut Command::new(&c.exec.program), &self.tag, c.exec.max_line)
             .map_err(|e| Failure::start(format!("cannot start {}: {e}", c.exec.program.display())))?;
-        if let Err(e) = program.send(self.job_input(job, cobasis).as_bytes(), deadline) {
+        if let Err(e) = program.send(&self.job_input(job, cobasis), deadline) {
             return Err(Failure::new(format!("cannot give lrs its input ({e})"), &program));
         }
         program.close_stdin();
