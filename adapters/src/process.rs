@@ -98,12 +98,10 @@ impl Program {
         let tag = format!("{tag} (pid {pid})");
         let stderr_task = Mutex::new(Some(runtime().spawn(async move { log_stderr(stderr, &tag, &tail, warn).await })));
         let (buf, scanned, status) = (Vec::new(), 0, None);
-        let last_line_unterminated = false;
         let mut live = live_groups();
         if live.exiting {
             // bts is exiting and has killed its programs: none may start after them.
-            // SAFETY: as in `kill`: the group is the child's own, not reaped.
-            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+            kill_group(pid);
             return Err(io::Error::other("bts is exiting"));
         }
         live.groups.insert(pid);
@@ -119,7 +117,7 @@ impl Program {
             stderr_tail,
             stderr_task,
             status,
-            last_line_unterminated,
+            last_line_unterminated: false,
         })
     }
 
@@ -306,11 +304,7 @@ impl Program {
     /// group too: whatever it left running in the background). Returns how it ended.
     pub fn kill(&mut self) -> Option<ExitStatus> {
         if self.status.is_none() {
-            // SAFETY: kill(2) with a negative pid signals the process group; the group is the child's
-            // own (process_group(0)), so nothing else is touched.
-            unsafe {
-                libc::kill(-(self.pid as i32), libc::SIGKILL);
-            }
+            kill_group(self.pid);
             let _ = self.child.start_kill();
             // Out of the set before it is reaped, after which its id may be another process's.
             live_groups().groups.remove(&self.pid);
@@ -342,11 +336,18 @@ pub fn kill_all() {
     let mut live = live_groups();
     live.exiting = true;
     for pid in std::mem::take(&mut live.groups) {
-        // SAFETY: as in `Program::kill`: the group is a program's own, and its leader has not been
-        // reaped, so its id cannot be another process's.
-        unsafe {
-            libc::kill(-(pid as i32), libc::SIGKILL);
-        }
+        kill_group(pid);
+    }
+}
+
+/// Kills the process group of the program whose id is `pid`, and everything in it. The caller has
+/// not reaped the program, so the id is still its own.
+fn kill_group(pid: u32) {
+    // SAFETY: kill(2) with a negative pid signals the process group; the group is the program's own
+    // (process_group(0)), and its unreaped leader keeps the id from being reused, so nothing else is
+    // touched.
+    unsafe {
+        libc::kill(-(pid as i32), libc::SIGKILL);
     }
 }
 
