@@ -496,16 +496,34 @@ fn a_job_failing_as_the_run_stops_is_not_tried_again() {
          echo 'done 1'\n",
     );
     let ck = dir.path().join("run.ckpt");
-    let started = std::time::Instant::now();
-    let run = ["run", "--workers", "2", "--progress", "never", "--time-limit", "0.5", "--checkpoint"];
+    let address = dir.path().join("address");
     let exec = ["exec", "--job-timeout", "2", "--retries", "5", "--", program.to_str().unwrap()];
-    let o = bts(&[&run[..], &[ck.to_str().unwrap()], &exec].concat());
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("(after 1 attempt, not tried again as the run stops)"), "{}", stderr(&o));
-    // Six attempts would take 12 s.
-    assert!(started.elapsed() < std::time::Duration::from_secs(8), "{:?}", started.elapsed());
-    // The checkpoint keeps the job, to be run again on resuming.
-    assert!(bts_checkpoints::load(&ck).unwrap().jobs.iter().any(|p| p.node.as_slice() == b"a"));
+    // On the master's workers, and on a remote worker, which the master tells of the stop.
+    for remote in [false, true] {
+        let _ = std::fs::remove_file(&address);
+        let started = std::time::Instant::now();
+        let mut run = vec!["run", "--progress", "never", "--time-limit", "0.5", "--checkpoint", ck.to_str().unwrap()];
+        match remote {
+            false => run.extend(["--workers", "2"]),
+            true => {
+                run.extend(["--workers", "0", "--listen", "127.0.0.1:0", "--address-file", address.to_str().unwrap()])
+            }
+        }
+        let mut master =
+            bts_command().args([&run[..], &exec].concat()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let worker = remote.then(|| bts(&["worker", "--connect-file", address.to_str().unwrap(), "--threads", "2"]));
+        wait_bounded(&mut master, std::time::Duration::from_secs(30));
+        let o = master.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(stderr(&o).contains("(after 1 attempt, not tried again as the run stops)"), "{}", stderr(&o));
+        // Six attempts would take 12 s.
+        assert!(started.elapsed() < std::time::Duration::from_secs(8), "remote {remote}: {:?}", started.elapsed());
+        if let Some(w) = worker {
+            assert!(!stderr(&w).contains("panicked"), "{}", stderr(&w));
+        }
+        // The checkpoint keeps the job, to be run again on resuming.
+        assert!(bts_checkpoints::load(&ck).unwrap().jobs.iter().any(|p| p.node.as_slice() == b"a"));
+    }
 }
 
 /// `--job-timeout` holds while bts writes a job line too: a persistent program that never reads

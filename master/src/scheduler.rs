@@ -207,6 +207,8 @@ pub struct Scheduler {
     outbox: VecDeque<(WorkerId, ToWorker)>,
     output: Vec<u8>,
     stop: Option<StopReason>,
+    /// The workers holding jobs have been told that the run stops.
+    told_stopping: bool,
     failure: Option<JobFailure>,
     outcome: Option<Outcome>,
 }
@@ -261,6 +263,7 @@ impl Scheduler {
             outbox: VecDeque::new(),
             output: Vec::new(),
             stop: None,
+            told_stopping: false,
             failure: None,
             outcome: None,
         }
@@ -536,6 +539,15 @@ impl Scheduler {
         self.peak_queued = self.peak_queued.max(self.list.len());
         if self.stop.is_none() && !self.list.is_empty() && self.remaining_budget() == 0 && self.in_flight.is_empty() {
             self.stop = Some(StopReason::NodeLimit);
+        }
+        if self.stop.is_some() && !self.told_stopping {
+            self.told_stopping = true;
+            // Their jobs should end soon: no retries of a legacy program's failed job.
+            for (&id, slot) in &self.workers {
+                if slot.outstanding > 0 {
+                    self.outbox.push_back((id, ToWorker::Stopping));
+                }
+            }
         }
         if self.stop.is_none() {
             let ids: Vec<WorkerId> = self.workers.keys().copied().collect();

@@ -111,7 +111,7 @@ impl Sim {
                 match message {
                     ToWorker::Jobs(jobs) => w.queue.extend(jobs),
                     ToWorker::Incumbent(incumbent) => w.runner.raise(incumbent),
-                    ToWorker::Finish => {}
+                    ToWorker::Finish | ToWorker::Stopping => {}
                 }
             }
         }
@@ -586,4 +586,27 @@ fn implausible_reports_are_refused_and_their_jobs_searched_again() {
     let mut got: Vec<String> = String::from_utf8(output).unwrap().lines().map(String::from).collect();
     got.sort();
     assert_eq!(got, records);
+}
+
+/// A stop reaches the workers holding jobs at once, once each (a remote worker then gives up the
+/// retries of a legacy program's failed job), and not the idle ones.
+#[test]
+fn the_workers_holding_jobs_hear_of_a_stop_once() {
+    let searcher = TreeSearcher::new(Queens::new(3));
+    let config = SchedulerConfig {
+        budget: BudgetConfig { initial: 1, fixed: true, ..Default::default() },
+        ..Default::default()
+    };
+    let mut scheduler = Scheduler::new(config, searcher.root().unwrap());
+    scheduler.add_worker(0, 1);
+    scheduler.add_worker(1, 1);
+    let sent = |scheduler: &mut Scheduler| std::iter::from_fn(|| scheduler.poll_send()).collect::<Vec<_>>();
+    // Only the root to give: one worker holds it, the other is idle.
+    let first = sent(&mut scheduler);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let holder = first[0].0;
+    scheduler.stop(StopReason::TimeLimit);
+    assert_eq!(sent(&mut scheduler), vec![(holder, ToWorker::Stopping)]);
+    scheduler.stop(StopReason::Signal);
+    assert_eq!(sent(&mut scheduler), vec![]);
 }

@@ -12,6 +12,9 @@ pub enum ToWorker {
     Incumbent(Incumbent),
     /// The run is over: stop once the current message is handled.
     Finish,
+    /// The run stops: finish the jobs out, but give up whatever would only hold the stop up (a
+    /// legacy program's failed job is not tried again). Sent once, at once, to every worker.
+    Stopping,
 }
 
 /// Worker to master.

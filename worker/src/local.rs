@@ -77,6 +77,9 @@ pub fn run_worker(
                     runner.raise(incumbent);
                 }
                 ToWorker::Finish => return,
+                // For the searcher, which its process tells at once (a thread hears it only
+                // between jobs).
+                ToWorker::Stopping => {}
             }
         }
 

@@ -170,7 +170,7 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<Ended,
     let result = match welcome.mode {
         WireMode::Budget => {
             drop(peer_listener);
-            budget_worker(options, &*searcher, settings, frames, silence, &frames_tx)
+            budget_worker(options, &searcher, settings, frames, silence, &frames_tx)
         }
         WireMode::Polling { split } => {
             let token = &token;
@@ -188,7 +188,7 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<Ended,
 /// Budget mode: one job loop per thread, fed through the connection.
 fn budget_worker(
     options: &RemoteOptions,
-    searcher: &dyn Searcher,
+    searcher: &Arc<dyn Searcher>,
     settings: RunnerSettings,
     mut master: Frames,
     silence: Duration,
@@ -213,7 +213,9 @@ fn budget_worker(
     let frames = frames_tx.clone();
     let (stop, threads_done) = (options.stop.clone(), CancellationToken::new());
     let done = threads_done.clone();
-    let reader = runtime().spawn(async move { read_loop(&mut master, silence, inboxes, &frames, stop, done).await });
+    let tree = Arc::clone(searcher);
+    let reader =
+        runtime().spawn(async move { read_loop(&mut master, silence, inboxes, &frames, &*tree, stop, done).await });
     for t in threads {
         let _ = t.join();
     }
@@ -745,6 +747,7 @@ async fn read_loop(
     silence: Duration,
     mut inboxes: Vec<Sender<ToWorker>>,
     frames: &FramesOut,
+    searcher: &dyn Searcher,
     stop: CancellationToken,
     threads_done: CancellationToken,
 ) -> Result<Ended, RemoteError> {
@@ -764,6 +767,8 @@ async fn read_loop(
         };
         match frame {
             Some(MasterFrame::Message { .. }) if leaving => {}
+            // At once, not after the threads' current jobs: it is about them.
+            Some(MasterFrame::Message { message: ToWorker::Stopping, .. }) => searcher.stopping(),
             // The run ended as this process left.
             None if leaving => return Ok(Ended::Left),
             Some(MasterFrame::Message { thread, message }) => {
