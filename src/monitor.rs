@@ -94,12 +94,12 @@ pub struct Monitor {
 
 impl Monitor {
     /// `searcher`: the tree probed for estimates of the work left; `polling`: the run has no job
-    /// list to sample.
+    /// list to sample; `before`: the seconds and nodes of a resumed run's earlier segments.
     pub fn new(
         options: &MonitorOptions,
         searcher: &Arc<dyn Searcher>,
         polling: bool,
-        before_s: f64,
+        (before_s, nodes_before): (f64, u64),
     ) -> std::io::Result<Self> {
         let named = |p: &PathBuf, what: &str, e: std::io::Error| {
             std::io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()))
@@ -146,7 +146,8 @@ impl Monitor {
             display,
             hist,
             freq,
-            last: (now, 0),
+            // The rate is this segment's: the nodes of the segments before are not its own.
+            last: (now, nodes_before),
             rate: 0.0,
             remaining: Remaining::spawn(searcher, polling),
         })

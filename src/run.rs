@@ -299,7 +299,8 @@ impl Run {
             None => None,
         };
         let drive_options = drive_options(&options, started, server.is_some());
-        let mut hooks = Hooks::new(&tree, &options, &searcher, before, started)?;
+        let nodes_before = scheduler.totals().nodes;
+        let mut hooks = Hooks::new(&tree, &options, &searcher, (before, nodes_before), started)?;
         // A first checkpoint at once: the path is checked, and a crash from now on loses nothing.
         if let Some(path) = &options.checkpoint {
             let at = SavePoint { output_checksum: output.checksum(), last: false };
@@ -353,6 +354,7 @@ impl Run {
                 (Totals::default(), (0.0, 0), vec![root], true)
             }
         };
+        let nodes_before = totals.nodes;
         let nodes: Vec<Returned> = initial_jobs.iter().cloned().map(Returned::from).collect();
         // Local threads start before the coordinator can tell them anything: they take the
         // incumbent (ties, the checkpoint's best) now.
@@ -417,7 +419,7 @@ impl Run {
             }
         }
         let drive_options = drive_options(&options, started, distributed);
-        let mut hooks = Hooks::new(&tree, &options, &searcher, before, started)?;
+        let mut hooks = Hooks::new(&tree, &options, &searcher, (before, nodes_before), started)?;
         if let Some(path) = &options.checkpoint {
             // The first checkpoint holds what the run starts from: the root, or the resumed nodes.
             let at = SavePoint { output_checksum: output.checksum(), last: false };
@@ -522,13 +524,14 @@ impl<'a> Hooks<'a> {
         tree: &'a TreeSpec,
         options: &'a RunOptions,
         searcher: &Arc<dyn Searcher>,
-        before: (f64, u32),
+        (before, nodes_before): ((f64, u32), u64),
         started: Instant,
     ) -> Result<Self, RunError> {
         let monitor = match options.monitor.is_active() {
             true => {
                 let polling = !matches!(options.mode, RunMode::Budget);
-                Some(Monitor::new(&options.monitor, searcher, polling, before.0).map_err(RunError::History)?)
+                let monitor = Monitor::new(&options.monitor, searcher, polling, (before.0, nodes_before));
+                Some(monitor.map_err(RunError::History)?)
             }
             false => None,
         };

@@ -67,7 +67,7 @@ pub fn leave_on_signal(leave: CancellationToken) {
     on_signals(move |seen, signal| {
         if seen == 1 {
             crate::logging::say!(
-                "bts: signal {signal}: leaving the run once this worker's work is handed back (signal again to \
+                "bts: signal {signal}: leaving, once any work this worker holds is handed back (signal again to \
                  quit now)"
             );
             leave.cancel();

@@ -58,7 +58,8 @@ pub struct BestSummary {
     pub record: String,
     /// Every optimal record with `--all-best` (sorted), else the one record.
     pub records: Vec<String>,
-    /// Nodes pruned by the bound.
+    /// Cuts by the bound: each cut a subtree, or with bounds that descend the rest of a node's
+    /// children (what the trees and programs count, not the nodes the subtrees held).
     pub pruned: u64,
     /// Always true: when the incumbent improves depends on timing, so node counts vary between
     /// runs (the optimum does not).
@@ -203,12 +204,12 @@ impl Summary {
         });
         let best = match &self.best {
             None => String::new(),
-            Some(None) => format!("bts: no solution found; {} pruned\n", plural(t.pruned, "nodes")),
+            Some(None) => format!("bts: no solution found; {} by the bound\n", plural(t.pruned, "cuts")),
             Some(Some(b)) => format!(
-                "bts: best value {} ({}); {} pruned (node counts of a branch and bound vary between runs)\n",
+                "bts: best value {} ({}); {} by the bound (node counts of a branch and bound vary between runs)\n",
                 b.value,
                 plural(b.records.len() as u64, "records"),
-                plural(b.pruned, "nodes")
+                plural(b.pruned, "cuts")
             ),
         };
         format!(

@@ -285,6 +285,41 @@ fn a_run_quit_at_once_leaves_no_program_behind() {
     }
 }
 
+/// A program dies with bts even when bts is killed with -9 and has no time to kill it: it would
+/// otherwise run on, to its --job-timeout, beside the resumed run doing its job again.
+#[test]
+fn a_program_dies_with_bts_killed_by_signal_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let (program, pid_file) = (dir.path().join("slow.sh"), dir.path().join("slow.pid"));
+    let script = "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a'; echo 'done 1';;\n\
+                  a) echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; exec sleep 60;;\nesac\n";
+    std::fs::write(&program, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let args = ["run", "--workers", "1", "--progress", "never", "--count-only", "exec", "--"];
+    let master = bts_command()
+        .args([&args[..], &[program.to_str().unwrap(), pid_file.to_str().unwrap()]].concat())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut run = Killed { master, group_file: pid_file.clone() };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !pid_file.exists() {
+        assert!(std::time::Instant::now() < deadline, "the job did not start within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+    let alive = || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+    assert!(alive());
+    signal(&run.master, "-KILL");
+    wait_bounded(&mut run.master, Duration::from_secs(10));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while alive() {
+        assert!(std::time::Instant::now() < deadline, "the job's program {pid} outlived bts by 5 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn kill_9_at_any_moment_loses_and_repeats_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -400,6 +435,72 @@ fn bad_checkpoint_files_are_refused_and_left_untouched() {
             assert_eq!(bts(&["inspect", path.to_str().unwrap()]).status.code(), Some(2), "inspect {name}");
         }
     }
+}
+
+/// A run replaces its checkpoint file: `bts run` (and a resume writing elsewhere) refuses a file
+/// holding another run's unfinished checkpoint, or anything that is not a checkpoint, rather than
+/// lose it; a complete run's checkpoint and an empty file may go.
+#[test]
+fn a_run_does_not_replace_an_unfinished_checkpoint_or_a_file_that_is_not_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (unfinished, source, complete, empty) = (path("days.ckpt"), path("notes.py"), path("done.ckpt"), path("new"));
+    let o = bts(&["run", "--checkpoint", &unfinished, "--count-only", "--node-limit", "500", "queens", "--n", "8"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    std::fs::write(&source, "print('keep me')\n").unwrap();
+    for (target, message) in [(&unfinished, "holds the checkpoint of an unfinished run"), (&source, "cannot be read")] {
+        let o = bts(&["run", "--checkpoint", target, "--count-only", "queens", "--n", "4"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(message), "{}", stderr(&o));
+        let o = bts(&["resume", &unfinished, "--checkpoint", target, "--count-only"]);
+        if target == &unfinished {
+            // Carrying a run on in its own file is what resume is for.
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        } else {
+            assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+            assert!(stderr(&o).contains(message), "{}", stderr(&o));
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&source).unwrap(), "print('keep me')\n");
+    // The resumed run completed in place: its file may now be replaced, as may an empty one.
+    std::fs::write(&complete, std::fs::read(&unfinished).unwrap()).unwrap();
+    std::fs::write(&empty, "").unwrap();
+    for target in [&complete, &empty] {
+        let o = bts(&["run", "--checkpoint", target, "--count-only", "queens", "--n", "4"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+}
+
+/// A checkpoint named through a symbolic link is the file the link names: saves replace that file
+/// (a rename over the link would leave it stale), and its lock is that file's.
+#[test]
+fn a_checkpoint_named_through_a_link_is_the_file_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("store")).unwrap();
+    let (real, link) = (dir.path().join("store/run.ckpt"), dir.path().join("link.ckpt"));
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let nodes = || inspect(&real)["counters"]["nodes"].as_u64().unwrap();
+    let o = bts(&[
+        "run",
+        "--checkpoint",
+        link.to_str().unwrap(),
+        "--count-only",
+        "--node-limit",
+        "500",
+        "queens",
+        "--n",
+        "8",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(link.is_symlink());
+    assert_eq!(nodes(), 500);
+    let o = bts(&["resume", link.to_str().unwrap(), "--node-limit", "500"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(link.is_symlink());
+    assert_eq!(nodes(), 1000);
+    // One lock, whichever name: beside the file, none beside the link.
+    assert!(dir.path().join("store/.run.ckpt.lock").exists());
+    assert!(!dir.path().join(".link.ckpt.lock").exists());
 }
 
 #[test]
@@ -553,7 +654,9 @@ fn an_output_rewritten_or_appended_to_after_the_run_is_refused_and_left_untouche
     let rewritten = lines.concat();
     assert_ne!(rewritten, records);
     let appended = [&records[..], b"a line of the user's\n"].concat();
-    for (content, message) in [(&rewritten, "is not this run's output"), (&appended, "bytes more than the run wrote")] {
+    for (content, message) in
+        [(&rewritten, "is not this run's output"), (&appended, "bytes more than this checkpoint's run wrote")]
+    {
         std::fs::write(&out, content).unwrap();
         let o = bts(&["resume", ck.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -582,6 +685,14 @@ fn resuming_a_complete_checkpoint_changes_no_file() {
         assert_eq!(std::fs::read(&ck).unwrap(), ck_bytes);
         assert_eq!(std::fs::read(&out).unwrap(), out_bytes);
     }
+    // With remote workers only, none of which comes: nothing to wait for either.
+    let mut resume = bts_command()
+        .args(["resume", ck.to_str().unwrap(), "--workers", "0", "--listen", "127.0.0.1:0", "--progress", "never"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_eq!(wait_bounded(&mut resume, Duration::from_secs(10)).code(), Some(0));
+    assert_eq!(std::fs::read(&out).unwrap(), out_bytes);
 }
 
 #[test]

@@ -180,7 +180,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
     let out = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 27] = [
+    let cases: [(&[&str], &str); 36] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -211,6 +211,16 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["run", "--n", "8", "queens"], "if --n is an option of queens, put it after the tree's name"),
         (&["run", "--preset=T1", "uts"], "if --preset is an option of uts, put it after"),
         (&["estimate", "--n", "8", "queens"], "bts estimate [OPTIONS] queens --n"),
+        // Values no run can use, and options that would be silently ignored.
+        (&["run", "--workers", "100000", "queens", "--n", "4"], "at most 4096 worker threads"),
+        (&["run", "--output", "-", "queens", "--n", "4"], "records go to stdout when --output is not given"),
+        (&["run", "--fixed-budget", "--maxd", "2", "queens", "--n", "4"], "--maxd does not apply with --fixed-budget"),
+        (&["run", "--fixed-budget", "--initial-depth", "1", "queens", "--n", "4"], "--initial-depth does not apply"),
+        (&["run", "--stop-file", "/nonexistent-dir/stop", "queens", "--n", "4"], "could never appear"),
+        (&["run", "--listen", "bad", "queens", "--n", "4"], "expected HOST:PORT"),
+        (&["run", "--listen", "127.0.0.1:99999", "queens", "--n", "4"], "expected HOST:PORT"),
+        (&["worker", "--connect", "nonsense"], "expected HOST:PORT"),
+        (&["run", "--listen", "127.0.0.1:0", "--worker-timeout", "0.01", "queens", "--n", "4"], "too short"),
     ];
     for (args, message) in cases {
         let o = bts(args);
@@ -231,6 +241,27 @@ fn help_is_not_an_error() {
     let run_help = String::from_utf8_lossy(&bts(&["run", "--help"]).stdout).into_owned();
     for word in ["--budget", "--fixed-budget", "--lmin", "--lmax", "--maxd", "--initial-depth", "uts", "queens", "gw"] {
         assert!(run_help.contains(word), "run --help lacks {word}");
+    }
+}
+
+/// A reader that went away had what it wanted (`bts trees | head -1`): no panic, exit 0. A stdout
+/// that cannot be written (a full disk) is an error, exit 1.
+#[test]
+fn commands_that_print_survive_a_closed_or_full_stdout() {
+    let commands: [&[&str]; 4] =
+        [&["trees"], &["run", "queens", "--help"], &["estimate", "--probes", "50", "queens", "--n", "6"], &["--help"]];
+    for args in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = bts_command().args(args).stdout(writer).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
+        if args != ["--help"] {
+            let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+            let o = bts_command().args(args).stdout(full).output().unwrap();
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+            assert!(stderr(&o).contains("cannot write to stdout"), "{args:?}: {}", stderr(&o));
+        }
     }
 }
 

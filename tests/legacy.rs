@@ -501,6 +501,7 @@ fn a_job_failing_as_the_run_stops_is_not_tried_again() {
     // On the master's workers, and on a remote worker, which the master tells of the stop.
     for remote in [false, true] {
         let _ = std::fs::remove_file(&address);
+        let _ = std::fs::remove_file(&ck);
         let started = std::time::Instant::now();
         let mut run = vec!["run", "--progress", "never", "--time-limit", "0.5", "--checkpoint", ck.to_str().unwrap()];
         match remote {
@@ -520,6 +521,8 @@ fn a_job_failing_as_the_run_stops_is_not_tried_again() {
         assert!(started.elapsed() < std::time::Duration::from_secs(8), "remote {remote}: {:?}", started.elapsed());
         if let Some(w) = worker {
             assert!(!stderr(&w).contains("panicked"), "{}", stderr(&w));
+            // Which machine's program failed.
+            assert!(stderr(&o).contains("(on the remote worker at 127.0.0.1:"), "{}", stderr(&o));
         }
         // The checkpoint keeps the job, to be run again on resuming.
         assert!(bts_checkpoints::load(&ck).unwrap().jobs.iter().any(|p| p.node.as_slice() == b"a"));

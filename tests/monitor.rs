@@ -28,6 +28,36 @@ fn estimates_converge_to_the_exact_size_of_queens_12() {
     assert!(e["std_error"].as_f64().unwrap() > 0.0);
 }
 
+/// A seed repeats an estimate to the last digit, whatever the threads (the machine's cores).
+#[test]
+fn a_seed_repeats_an_estimate_whatever_the_threads() {
+    let run = |threads: &str| {
+        estimate(&[
+            "--probes",
+            "3000",
+            "--probe-seed",
+            "7",
+            "--threads",
+            threads,
+            "gw",
+            "--delta",
+            "10",
+            "--seed",
+            "119440",
+        ])
+    };
+    let one = run("1");
+    for threads in ["2", "3", "8"] {
+        assert_eq!(run(threads), one, "{threads} threads");
+    }
+    // One probe gives no standard error: said, not shown as infinite.
+    let o = bts(&["estimate", "--probes", "1", "queens", "--n", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("one probe gives no standard error") && !text.contains("inf"), "{text}");
+    assert!(!text.contains("heavy-tailed"), "{text}");
+}
+
 #[test]
 fn estimates_of_countable_trees_are_unbiased() {
     // Each estimate lies within four standard errors of the exact count (seeded, so repeatable).
@@ -157,6 +187,11 @@ fn a_resumed_run_carries_on_the_history() {
         assert!(w[1].0 > w[0].0 && w[1].1 >= w[0].1, "time and nodes go forward: {w:?}");
     }
     assert_eq!(rows.last().unwrap().1, summary(&o)["nodes"].as_u64().unwrap());
+    // The resumed run's rate is its own: its first row's is the nodes since the checkpoint over the
+    // time since, not the checkpoint's nodes too.
+    let f: Vec<f64> = lines[kept.len()].split(',').take(3).map(|x| x.parse().unwrap()).collect();
+    let since = (f[1] - 2_000_000.0) / (f[0] - saved_at);
+    assert!((f[2] - since).abs() <= 0.05 * since + 1000.0, "rate {} against {since}: {}", f[2], lines[kept.len()]);
     // A history given to a fresh run starts afresh.
     let o = bts(&["run", "--hist", hist_s, "queens", "--n", "6"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

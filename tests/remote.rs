@@ -379,6 +379,36 @@ fn bad_peers_are_dropped_with_a_log_line_and_the_run_goes_on() {
     drop(keep);
 }
 
+/// A connection stuck in its handshake (a port scanner, a health check) does not hold the end of
+/// the run up: the run's time stays its own and `--time-limit` holds.
+#[test]
+fn a_connection_stalled_in_its_handshake_does_not_hold_the_end_up() {
+    let master = Master::start(&["--workers", "1", "--time-limit", "1", "--count-only", "uts", "--preset", "T1XL"]);
+    let preamble = Preamble::CURRENT.to_bytes();
+    let stalled = send_raw(&master.address, &preamble);
+    let started = Instant::now();
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(3), "{log}");
+    // The handshake's timeout and the end's grace are 5 s each.
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}\n{log}", started.elapsed());
+    assert!(summary["elapsed_s"].as_f64().unwrap() < 2.5, "{summary}");
+    drop(stalled);
+}
+
+/// Two runs given one address file would take each other's workers, and the first to end would
+/// remove the other's address: the second is refused while the first runs.
+#[test]
+fn a_second_run_on_the_same_address_file_is_refused() {
+    let master = Master::start(&["--workers", "1", "--time-limit", "2", "--count-only", "uts", "--preset", "T1XL"]);
+    let file = master.address_file();
+    let o = bts(&["run", "--listen", "127.0.0.1:0", "--address-file", file.to_str().unwrap(), "queens", "--n", "4"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is in use by another bts"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), master.address);
+    let (code, _, log) = master.finish();
+    assert_eq!(code, Some(3), "{log}");
+}
+
 /// A process of a cluster launch: `bts ARGS` with what a launcher puts in the environment (its rank,
 /// and the launch's name), its log kept for [`worker_output`].
 fn spawn_rank(args: &[&str], env: &[(&str, &str)]) -> Child {
@@ -841,6 +871,7 @@ fn a_worker_waiting_for_its_master_stops_at_once_on_a_signal() {
     assert_eq!(code, Some(0), "{log}");
     assert!(asked.elapsed() < Duration::from_secs(10), "{log}");
     assert!(log.contains("signal 1"), "{log}");
+    assert!(log.contains("stopped before joining a run"), "{log}");
 }
 
 /// Ctrl-Z, a debugger or a batch system's suspend stops a worker for a while; when it goes on, so

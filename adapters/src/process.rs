@@ -75,6 +75,26 @@ impl Program {
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut command = tokio::process::Command::from(std::mem::replace(command, Command::new("")));
         command.process_group(0);
+        #[cfg(target_os = "linux")]
+        {
+            let bts = std::process::id();
+            // SAFETY: between fork and exec the closure makes only async-signal-safe calls (prctl,
+            // getppid) and allocates nothing.
+            unsafe {
+                command.pre_exec(move || {
+                    // Killed when the thread that started it ends, bts included however it ends
+                    // (kill -9 leaves it no time to kill its programs): a thread's programs are
+                    // its own, ended with it anyway. Their own children are theirs to end.
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    if libc::getppid() as u32 != bts {
+                        return Err(io::Error::other("bts has exited"));
+                    }
+                    Ok(())
+                })
+            };
+        }
         let _runtime = runtime().enter();
         let mut child = command.spawn()?;
         let pid = child.id().ok_or_else(|| io::Error::other("the program exited at once"))?;

@@ -237,8 +237,12 @@ impl BudgetController {
             }
         };
         let target = target.round().clamp(1.0, MAX_ADAPTIVE_BUDGET as f64) as u64;
-        // Move at most a factor 2 per job, so one odd measurement cannot swing b.
-        s.base = target.clamp((s.base / 2).max(1), s.base.saturating_mul(2));
+        // Move at most a factor 2 per job, so one odd measurement cannot swing b; from an
+        // unlimited b (--budget inf), which is no size to move from, straight to the measure.
+        s.base = match Budget(s.base).is_unlimited() {
+            true => target,
+            false => target.clamp((s.base / 2).max(1), s.base.saturating_mul(2)),
+        };
     }
 }
 
@@ -268,6 +272,16 @@ mod tests {
         for queued in [0, 1, 1000] {
             assert_eq!(c.assign(5, queued, 2), Assignment { budget: Budget(7), max_depth: None });
         }
+    }
+
+    /// An unlimited first budget is no size to halve from: the first measure sets b.
+    #[test]
+    fn an_unlimited_adaptive_budget_takes_the_first_measure() {
+        let mut c = BudgetController::new(BudgetConfig { initial: u64::MAX, ..Default::default() });
+        // 100 ns a node and a 10 ms target: 100,000 nodes.
+        c.observe(1000, 100_000);
+        let b = c.base();
+        assert!((90_000..=110_000).contains(&b), "b = {b}");
     }
 
     #[test]

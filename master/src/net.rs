@@ -15,7 +15,7 @@ use bts_protocol::handshakes::{Handshakes, InHandshake, MAX_HANDSHAKES};
 use bts_protocol::runtime::{runtime, shutdown_handle};
 use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
-use bts_protocol::{MasterFrame, Preamble, ToWorker, Welcome, WorkerFrame, auth};
+use bts_protocol::{FromWorker, MasterFrame, Preamble, ToWorker, Welcome, WorkerFrame, auth};
 use futures_util::StreamExt;
 use std::io;
 use std::net::{Shutdown, SocketAddr};
@@ -176,7 +176,11 @@ async fn serve_connection(
     let peer = peer.as_str();
     let _ = stream.set_nodelay(true);
     let config = &shared.config;
-    let handshake = tokio::time::timeout(config.handshake_timeout, handshake(stream, config)).await;
+    let handshake = tokio::select! {
+        handshake = tokio::time::timeout(config.handshake_timeout, handshake(stream, config)) => handshake,
+        // The run is over: a stranger still in its handshake does not hold the end up.
+        () = shared.over.cancelled() => return,
+    };
     let Some((threads, peer_address, mut frames, mut writer)) =
         in_handshake.end(handshake, &handle, peer, "connection")
     else {
@@ -234,7 +238,7 @@ async fn serve_connection(
     }
     drop(tx);
     let reason = tokio::select! {
-        reason = read_loop(&mut frames, silence, first, threads, &shared.events, &ping) => reason,
+        reason = read_loop(&mut frames, silence, (first, threads), peer, &shared.events, &ping) => reason,
         () = shared.over.cancelled() => return,
     };
     match &reason {
@@ -364,13 +368,17 @@ async fn read_frames(
 async fn read_loop(
     frames: &mut Frames,
     silence: Duration,
-    first: WorkerId,
-    threads: u32,
+    (first, threads): (WorkerId, u32),
+    peer: &str,
     events: &Sender<Event>,
     ping: &LastPing,
 ) -> Ended {
     read_frames(frames, silence, |frame| match frame {
-        WorkerFrame::Message { thread, message } if thread < threads => {
+        WorkerFrame::Message { thread, mut message } if thread < threads => {
+            // Of fifty machines, the one whose program failed.
+            if let FromWorker::Failed(failure) = &mut message {
+                failure.message = format!("{} (on the remote worker at {peer})", failure.message);
+            }
             events.send(Event::Message(first + u64::from(thread), message)).map_err(|_| Ended::Closed)
         }
         WorkerFrame::Message { thread, .. } => {

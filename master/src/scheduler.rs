@@ -237,6 +237,9 @@ impl Scheduler {
         if s.incumbents.reached_target() {
             s.stop = Some(StopReason::Target);
         }
+        // A complete run, or one stopped already, is over before any worker comes (there may be
+        // none: remote workers only).
+        s.check_finished();
         s
     }
 

@@ -47,8 +47,37 @@ impl TreeSpec {
         Self { name: name.into(), args: args.into_iter().map(Into::into).collect() }
     }
 
-    /// The tree as a user would type it: `uts --preset T1`.
+    /// The tree as a user would type it in a shell: `uts --preset T1`, `exec -- ./prog 'x y'`.
     pub fn command_line(&self) -> String {
-        std::iter::once(self.name.as_str()).chain(self.args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ")
+        std::iter::once(&self.name).chain(&self.args).map(|a| shell_word(a)).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// `word` as a shell reads it back: quoted when empty or holding anything but plain characters.
+fn shell_word(word: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"-_./=:,+@%^".contains(&b);
+    match !word.is_empty() && word.bytes().all(plain) {
+        true => word.into(),
+        false => format!("'{}'", word.replace('\'', r"'\''")).into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shell given the command line gets the tree's words back.
+    #[test]
+    fn a_command_line_quotes_what_a_shell_would_split_or_drop() {
+        let spec = TreeSpec::new("exec", ["--root", "", "--", "./bin.py", "x y", "it's", "a*", "--n=3"]);
+        let line = spec.command_line();
+        assert_eq!(line, r#"exec --root '' -- ./bin.py 'x y' 'it'\''s' 'a*' --n=3"#);
+        let out = std::process::Command::new("sh")
+            .args(["-c", &format!("for w in {line}; do printf '%s\\n' \"$w\"; done")])
+            .output()
+            .unwrap();
+        let words: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
+        assert_eq!(words[0], "exec");
+        assert_eq!(&words[1..], &spec.args[..]);
     }
 }

@@ -118,7 +118,7 @@ pub struct RunArgs {
 #[command(next_help_heading = "Workers")]
 pub struct LocalWorkerArgs {
     /// Local worker threads; 0 with --listen: remote workers only [default: the number of cores]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_workers)]
     pub workers: Option<usize>,
     /// How work is shared: budget (a master's job list of budgeted jobs) or polling (workers
     /// steal from each other) [default: budget]
@@ -139,7 +139,7 @@ pub struct LocalWorkerArgs {
 pub struct RemoteArgs {
     /// Accept remote workers (bts worker) on ADDR during the whole run, such as 127.0.0.1:7000, or
     /// 0.0.0.0:0 for any free port on every interface (beyond loopback this needs --token-file)
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = parse_host_port)]
     pub listen: Option<String>,
     /// Write the bound address to F, for bts worker --connect-file and launchers
     #[arg(long, value_name = "F")]
@@ -192,7 +192,7 @@ pub struct EstimateArgs {
                         a second signal quits at once (exit 3).")]
 pub struct WorkerArgs {
     /// The master's address
-    #[arg(long, value_name = "HOST:PORT")]
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_host_port)]
     pub connect: Option<String>,
     /// Read the master's address from F (bts run --address-file), waiting for it to appear
     #[arg(long, value_name = "F")]
@@ -247,7 +247,7 @@ pub struct BudgetArgs {
 #[command(next_help_heading = "Output and reports")]
 pub struct OutputArgs {
     /// Write output records to FILE [default: stdout]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = parse_output)]
     pub output: Option<PathBuf>,
     /// Count output records without writing them
     #[arg(long, conflicts_with = "output")]
@@ -293,6 +293,32 @@ pub struct StopArgs {
     /// outcome "target")
     #[arg(long, value_name = "V", allow_negative_numbers = true)]
     pub target: Option<i64>,
+}
+
+/// An address to listen on or connect to: a host (a name, an IPv4 address or a bracketed IPv6
+/// one) and a port.
+fn parse_host_port(s: &str) -> Result<String, String> {
+    match s.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(s.to_string()),
+        _ => Err("expected HOST:PORT, such as 127.0.0.1:7000 (port 0: any free port, to listen)".into()),
+    }
+}
+
+/// Local worker threads: as many as `bts worker --threads` may have.
+fn parse_workers(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n <= 4096 => Ok(n),
+        Ok(_) => Err("at most 4096 worker threads".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// An output file: `-` is not one (records go to stdout without --output).
+fn parse_output(s: &str) -> Result<PathBuf, String> {
+    match s {
+        "-" => Err("records go to stdout when --output is not given; --output names a file".into()),
+        _ => Ok(PathBuf::from(s)),
+    }
 }
 
 fn parse_budget(s: &str) -> Result<u64, String> {

@@ -8,7 +8,9 @@ use bts_worker::RunnerSettings;
 use bts_worker::estimate::{Estimate, SplitMix64, probe};
 use clap::{CommandFactory, FromArgMatches};
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A relative standard error above this is reported as unreliable.
@@ -43,22 +45,27 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         .probe_seed
         .unwrap_or_else(|| u64::from_le_bytes(bts_protocol::auth::nonce()[..8].try_into().expect("8 bytes")));
 
-    // Probes of a legacy program may take minutes: say how far they are, every few seconds.
-    let shared = Mutex::new(Estimate::default());
+    // Probe i chooses by a generator of its own and the tally takes the probes in their order, so
+    // that a seed repeats an estimate to the last digit whatever the threads. Probes of a legacy
+    // program may take minutes: say how far they are, every few seconds.
+    let next_probe = AtomicU64::new(0);
+    let tally = Mutex::new(Tally::default());
     let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let probes = args.probes / threads as u64 + u64::from((t as u64) < args.probes % threads as u64);
-                let (searcher, root, shared) = (&searcher, &root, &shared);
+            .map(|_| {
+                let (searcher, root, tally, next_probe) = (&searcher, &root, &tally, &next_probe);
                 scope.spawn(move || -> Result<(), String> {
                     let mut runner = searcher.runner(RunnerSettings { keep_output: false, detached: true })?;
-                    let mut rng = SplitMix64::new(seed ^ (t as u64).wrapping_mul(0xA076_1D64_78BD_642F));
-                    for _ in 0..probes {
+                    loop {
+                        let i = next_probe.fetch_add(1, Ordering::Relaxed);
+                        if i >= args.probes {
+                            return Ok(());
+                        }
+                        let mut rng = SplitMix64::new(seed ^ i.wrapping_mul(0xA076_1D64_78BD_642F));
                         let e = probe(&mut *runner, root.clone(), 0, &mut |d| rng.below(d))
                             .map_err(|f| format!("a probe failed at node {}: {}", f.node, f.message))?;
-                        shared.lock().expect("no probing thread panics holding it").add(e);
+                        tally.lock().expect("no probing thread panics holding it").add(i, e);
                     }
-                    Ok(())
                 })
             })
             .collect();
@@ -68,7 +75,7 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             std::thread::sleep(Duration::from_millis(50));
             if Instant::now() >= next {
                 next += PROGRESS_EVERY;
-                let so_far = shared.lock().expect("no probing thread panics holding it").clone();
+                let so_far = tally.lock().expect("no probing thread panics holding it").so_far.clone();
                 crate::logging::say!(
                     "bts: {:.0} s: {} of {} probes, about {:.0} nodes so far",
                     started.elapsed().as_secs_f64(),
@@ -83,7 +90,7 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     for r in results {
         r.map_err(CliError::failure)?;
     }
-    let total = shared.into_inner().expect("no probing thread panicked holding it");
+    let total = tally.into_inner().expect("no probing thread panicked holding it").in_order;
 
     let se = total.std_error();
     let relative = if total.mean > 0.0 { se / total.mean } else { 0.0 };
@@ -99,24 +106,44 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             "tree": spec.command_line(),
             "seed": seed,
         });
-        println!("{report}");
+        super::print_out(format_args!("{report}\n"))?;
     } else {
-        println!(
-            "{}: about {:.0} nodes (standard error {:.0}, {:.2}%) from {} probes",
-            spec.command_line(),
-            total.mean,
-            se,
-            100.0 * relative,
-            total.probes
-        );
-        if relative > SHAKY || (total.probes >= 10 && largest_share > 0.25) {
-            println!(
+        let error = match total.probes {
+            1 => "one probe gives no standard error".to_string(),
+            _ => format!("standard error {se:.0}, {:.2}%", 100.0 * relative),
+        };
+        let (mean, probes) = (total.mean, total.probes);
+        let mut text = format!("{}: about {mean:.0} nodes ({error}) from {probes} probes\n", spec.command_line());
+        if probes > 1 && (relative > SHAKY || (probes >= 10 && largest_share > 0.25)) {
+            text += &format!(
                 "The tree is heavy-tailed: a few probes (the largest {:.0}, {:.0}% of the sum) carry the estimate, so it \
-                 may be far off; more probes narrow the error only slowly.",
+                 may be far off; more probes narrow the error only slowly.\n",
                 total.max,
                 100.0 * largest_share
             );
         }
+        super::print_out(text)?;
     }
     Ok(Exit::Complete)
+}
+
+/// The probes' estimates, taken in the probes' order as they come in from the threads.
+#[derive(Default)]
+struct Tally {
+    /// Probes 0 to `in_order.probes - 1`.
+    in_order: Estimate,
+    /// Probes ahead of one still running.
+    ahead: BTreeMap<u64, f64>,
+    /// Every probe so far, in the order they came: for the progress lines.
+    so_far: Estimate,
+}
+
+impl Tally {
+    fn add(&mut self, probe: u64, estimate: f64) {
+        self.so_far.add(estimate);
+        self.ahead.insert(probe, estimate);
+        while let Some(e) = self.ahead.remove(&self.in_order.probes) {
+            self.in_order.add(e);
+        }
+    }
 }

@@ -18,6 +18,20 @@ pub fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// A checkpoint's path, absolute, and the file a symbolic link names rather than the link: a save
+/// renames a new file over the path, which would replace the link (leaving the file it names
+/// stale), and the lock beside it must be the file's, whichever name a run is given.
+pub fn checkpoint_path(path: &Path) -> PathBuf {
+    let mut path = absolute(path);
+    // A link to a checkpoint not yet written names no file yet: follow it by hand (a chain too,
+    // but not a loop).
+    for _ in 0..40 {
+        let Ok(target) = std::fs::read_link(&path) else { break };
+        path = absolute(&path.parent().map_or(target.clone(), |folder| folder.join(&target)));
+    }
+    path
+}
+
 /// Checks the files a run will use, before any is opened for writing: no file given to two
 /// options, and every file to be written in an existing folder, and writable if it exists.
 /// `output` and `checkpoint` are the run's (when resuming, those the checkpoint names).
@@ -74,6 +88,32 @@ pub fn check(args: &RunArgs, output: Option<&Path>, checkpoint: Option<&Path>) -
     Ok(())
 }
 
+/// A run replaces its checkpoint file as it goes: refuse a file that holds what should not be lost,
+/// another run's unfinished checkpoint or anything that is not a checkpoint (a complete run's
+/// checkpoint and an empty file may go). `resumed_from` is the checkpoint a resumed run carries on.
+pub fn check_replaceable(checkpoint: &Path, resumed_from: Option<&Path>) -> Result<(), CliError> {
+    if resumed_from.is_some_and(|from| same_file(from, checkpoint)) {
+        return Ok(());
+    }
+    if std::fs::metadata(checkpoint).map_or(true, |m| m.len() == 0) {
+        return Ok(());
+    }
+    let path = checkpoint.display();
+    match bts_checkpoints::load(checkpoint) {
+        Ok(saved) if saved.is_complete() => Ok(()),
+        Ok(saved) => Err(CliError::usage(format!(
+            "--checkpoint {path} holds the checkpoint of an unfinished run ({}, {} nodes so far), which \
+             this run would replace: carry it on with bts resume {path}, or give another file",
+            saved.tree.command_line(),
+            saved.totals.nodes
+        ))),
+        Err(e) => Err(CliError::usage(format!(
+            "--checkpoint {path} exists and cannot be read as a checkpoint ({e}): the run would \
+             replace it; give another file, or remove this one"
+        ))),
+    }
+}
+
 /// Whether two paths name one file: the same file if both exist, else the same absolute path.
 pub fn same_file(a: &Path, b: &Path) -> bool {
     match (std::fs::metadata(a), std::fs::metadata(b)) {
@@ -122,28 +162,30 @@ fn try_lock(file: &File) -> io::Result<bool> {
 /// How long a held lock is tried again before bts says the file is in use.
 const LOCK_GRACE: Duration = Duration::from_secs(1);
 
-/// The lock of a checkpoint: held while a run writes it. A checkpoint is replaced by renaming, so
-/// the lock is on a file of its own beside it, `.NAME.lock`, which holds the owner's process id.
-pub struct CheckpointLock {
+/// The lock of a file a run replaces or removes (its checkpoint, its address file): held while the
+/// run goes on. Such a file comes and goes, so the lock is on a file of its own beside it,
+/// `.NAME.lock`, which holds the owner's process id.
+pub struct RunLock {
     _file: File,
 }
 
-impl CheckpointLock {
-    pub fn take(checkpoint: &Path) -> Result<Self, CliError> {
-        let name = checkpoint.file_name().map_or_else(|| "checkpoint".into(), |n| n.to_string_lossy().into_owned());
-        let path = checkpoint.with_file_name(format!(".{name}.lock"));
+impl RunLock {
+    /// Locks `path`, the run's `what` ("checkpoint").
+    pub fn take(path: &Path, what: &str) -> Result<Self, CliError> {
+        let name = path.file_name().map_or_else(|| what.into(), |n| n.to_string_lossy().into_owned());
+        let lock = path.with_file_name(format!(".{name}.lock"));
         let cannot = |e: io::Error| {
-            CliError::usage(format!("cannot lock the checkpoint {}: {}: {e}", checkpoint.display(), path.display()))
+            CliError::usage(format!("cannot lock the {what} {}: {}: {e}", path.display(), lock.display()))
         };
         let mut file =
-            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(cannot)?;
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lock).map_err(cannot)?;
         if !try_lock(&file).map_err(cannot)? {
-            let owner = std::fs::read_to_string(&path).unwrap_or_default();
+            let owner = std::fs::read_to_string(&lock).unwrap_or_default();
             let owner = owner.trim();
             let owner = if owner.is_empty() { String::new() } else { format!(" (process {owner})") };
             return Err(CliError::usage(format!(
-                "the checkpoint {} is in use by another bts{owner}; wait for it to end, or stop it first",
-                checkpoint.display()
+                "the {what} {} is in use by another bts{owner}; wait for it to end, or stop it first",
+                path.display()
             )));
         }
         let pid = std::process::id().to_string();
@@ -238,8 +280,10 @@ impl FileOutput {
         };
         if seal.ended && len > committed {
             return Err(CliError::usage(format!(
-                "the output file {shown} holds {} bytes more than the run wrote: something else wrote to it after the run \
-                 ended; move them away (or cut the file to {committed} bytes) and resume again",
+                "the output file {shown} holds {} bytes more than this checkpoint's run wrote, which wrote nothing after \
+                 its last save: they come from elsewhere, another program or a later run of this checkpoint that saved \
+                 to another --checkpoint file (resume that one); else move them away (or cut the file to {committed} \
+                 bytes) and resume again",
                 len - committed
             )));
         }

@@ -33,7 +33,7 @@ pub fn inspect(path: &Path) -> Result<Exit, CliError> {
             "pruned": ck.optimum.pruned,
         })),
     });
-    println!("{report}");
+    super::print_out(format_args!("{report}\n"))?;
     Ok(Exit::Complete)
 }
 

@@ -91,9 +91,22 @@ fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Res
             Ok(Exit::Complete)
         }
         args::Command::Trees => {
-            print!("{}", registry.describe());
+            print_out(registry.describe())?;
             Ok(Exit::Complete)
         }
+    }
+}
+
+/// Writes `text` on stdout. A reader that went away (`bts trees | head -1`) had what it wanted; a
+/// stdout that cannot be written (a full disk) fails the command.
+pub(crate) fn print_out(text: impl fmt::Display) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match write!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::failure(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -121,7 +134,7 @@ pub(crate) fn build_tree(registry: &Registry, parts: split::Split, synopsis: &st
     match registry.build(&spec) {
         Ok(searcher) => Ok(Some((spec, searcher))),
         Err(BuildError::Help(text)) => {
-            print!("{text}");
+            print_out(text)?;
             Ok(None)
         }
         Err(e) => Err(CliError::usage(e)),

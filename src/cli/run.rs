@@ -1,7 +1,7 @@
 //! `bts run` and `bts resume`: from arguments to a finished run, its summary and its exit status.
 
 use super::args::{Mode, OrderArg, Progress, RunArgs, SplitArg, StartArg};
-use super::files::{self, CheckpointLock, FileOutput, absolute};
+use super::files::{self, FileOutput, RunLock, absolute};
 use super::split::{Split, split};
 use super::worker::{read_or_make_token, read_token};
 use super::{CliError, Exit, build_tree, print_clap_before_tree, tree_named};
@@ -43,7 +43,11 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
     let mut options = run_options(args, None)?;
     let output_path = args.output.output.as_deref().filter(|_| !args.output.count_only);
     files::check(args, output_path, options.checkpoint.as_deref())?;
-    let _lock = options.checkpoint.as_deref().map(CheckpointLock::take).transpose()?;
+    let _lock = options.checkpoint.as_deref().map(|c| RunLock::take(c, "checkpoint")).transpose()?;
+    let _address_lock = address_lock(&options)?;
+    if let Some(checkpoint) = &options.checkpoint {
+        files::check_replaceable(checkpoint, None)?;
+    }
     let frame = searcher.file_frame(None);
     let mut warnings = stdout_warnings(&options);
     if options.checkpoint.is_some() {
@@ -56,6 +60,13 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
     options.output_path = output_path.clone();
     let framed = output_path.zip(frame.is_some().then(|| Arc::clone(&searcher)));
     execute(args, Run::with_searcher(spec, searcher).options(options), output, false, framed)
+}
+
+/// The lock of the run's address file: two runs given one would take each other's workers, and the
+/// first to end would remove the other's address.
+fn address_lock(options: &RunOptions) -> Result<Option<RunLock>, CliError> {
+    let file = options.listen.as_ref().and_then(|l| l.address_file.as_deref());
+    file.map(|f| RunLock::take(&absolute(f), "address file")).transpose()
 }
 
 /// `bts resume <CHECKPOINT> [RUN-OPTIONS]`
@@ -83,6 +94,9 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
 
 /// `bts resume` of a master.
 fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exit, CliError> {
+    // Through a symbolic link, the run carries on in the file it names.
+    let target = path.is_symlink().then(|| files::checkpoint_path(path));
+    let path = target.as_deref().unwrap_or(path);
     let identity = file_identity(path);
     let mut checkpoint = bts_checkpoints::load(path)
         .map_err(|e| CliError::usage(format!("cannot resume from {}: {e}", path.display())))?;
@@ -108,13 +122,15 @@ fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exi
     let mut options = run_options(args, Some(&checkpoint))?;
     // The run carries on in the file it was resumed from (a copy of a run carries on in the copy).
     let resumed_in_place = options.checkpoint.is_none();
-    let written = options.checkpoint.get_or_insert_with(|| absolute(path)).clone();
+    let written = options.checkpoint.get_or_insert_with(|| files::checkpoint_path(path)).clone();
     if let Some(b) = args.budget.budget {
         checkpoint.budget.base = b;
     }
     let output_path = if checkpoint.options.count_only { None } else { resumed_output_path(args, &checkpoint, path)? };
     files::check(args, output_path.as_deref(), Some(&written))?;
-    let _lock = CheckpointLock::take(&written)?;
+    let _lock = RunLock::take(&written, "checkpoint")?;
+    let _address_lock = address_lock(&options)?;
+    files::check_replaceable(&written, Some(path))?;
     if resumed_in_place && file_identity(path) != identity {
         return Err(CliError::usage(format!(
             "{} was replaced while it was being read: is another bts running on it?",
@@ -182,17 +198,22 @@ impl Write for StdoutRecords {
         if !buf.is_empty() {
             self.warnings.drain(..).for_each(|w| tracing::warn!("{w}"));
         }
-        self.out.write(buf)
+        self.out.write(buf).map_err(on_stdout)
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
+        self.out.flush().map_err(on_stdout)
     }
 }
 
 impl Output for StdoutRecords {
     fn sync(&mut self) -> io::Result<()> {
-        self.out.flush()
+        self.out.flush().map_err(on_stdout)
     }
+}
+
+/// An error writing the records says where they went.
+fn on_stdout(e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("cannot write the records to stdout: {e}"))
 }
 
 /// This process's rank in a cluster launch, from the launcher's environment (0 outside one).
@@ -278,6 +299,13 @@ fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
         listen
     };
     if let Some(t) = r.worker_timeout {
+        // Each side pings at least every 50 ms, five times within the timeout.
+        if t < Duration::from_millis(250) {
+            return Err(CliError::usage(format!(
+                "--worker-timeout {} s is too short to tell a silent worker from a busy network: give 0.25 or more",
+                t.as_secs_f64()
+            )));
+        }
         listen.worker_timeout = t;
     }
     Ok(Some(listen))
@@ -434,6 +462,23 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
         initial_depth: b.initial_depth.or(base.initial_depth),
         target_job_ns: base.target_job_ns,
     };
+    // A fixed budget never changes b and imposes no depth limit: the rules' options would be
+    // silently ignored.
+    let rules = [
+        (b.scale.is_some(), "--scale"),
+        (b.lmin.is_some(), "--lmin"),
+        (b.lmax.is_some(), "--lmax"),
+        (b.maxd.is_some(), "--maxd"),
+        (b.initial_depth.is_some(), "--initial-depth"),
+    ];
+    if budget.fixed
+        && let Some((_, name)) = rules.iter().find(|(given, _)| *given)
+    {
+        let whose = if b.fixed_budget { "--fixed-budget" } else { "the resumed run's --fixed-budget" };
+        return Err(CliError::usage(format!(
+            "{name} does not apply with {whose}: a fixed budget never changes b and imposes no depth limit"
+        )));
+    }
     if let Some(lmax) = budget.lmax
         && lmax < budget.lmin
     {
@@ -444,10 +489,18 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
         Some(OrderArg::Fifo) => Order::Fifo,
         None => stored.map_or(Order::Lifo, |s| s.order),
     };
-    if let Some(f) = &args.stopping.stop_file
-        && f.exists()
-    {
-        return Err(CliError::usage(format!("the stop file {} exists already; remove it first", f.display())));
+    if let Some(f) = &args.stopping.stop_file {
+        if f.exists() {
+            return Err(CliError::usage(format!("the stop file {} exists already; remove it first", f.display())));
+        }
+        let folder = f.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !folder.is_dir() {
+            return Err(CliError::usage(format!(
+                "the stop file {} could never appear: its folder {} does not exist",
+                f.display(),
+                folder.display()
+            )));
+        }
     }
     let count_only = args.output.count_only || stored.is_some_and(|s| s.count_only);
     if let Some(s) = stored
@@ -468,7 +521,7 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
         ));
     }
     // When resuming without --checkpoint, the caller names the file resumed from.
-    let checkpoint = args.stopping.checkpoint.as_deref().map(absolute);
+    let checkpoint = args.stopping.checkpoint.as_deref().map(files::checkpoint_path);
     // Checkpoints hold usable seconds only (bts_checkpoints checks them when loading).
     let stored_every = stored.and_then(|s| s.checkpoint_every).map(Duration::from_secs_f64);
     let every = args.stopping.checkpoint_every.or(stored_every);

@@ -77,6 +77,10 @@ fn finish(ended: Result<Ended, RemoteError>, options: &RemoteOptions) -> Result<
             tracing::info!("the run is over");
             Ok(Exit::Complete)
         }
+        Ok(Ended::NeverJoined) => {
+            crate::logging::say!("bts: stopped before joining a run");
+            Ok(Exit::Complete)
+        }
         Ok(Ended::Left) => {
             crate::logging::say!("bts: left the run; the master has this worker's work");
             if let MasterAddress::Rendezvous(file) = &options.master

@@ -134,6 +134,8 @@ impl Preset {
 #[command(
     name = "uts",
     no_binary_name = true,
+    // As the reference's getopt: a repeated option's last value counts (T4's command line repeats -r).
+    args_override_self = true,
     about = "The Unbalanced Tree Search benchmark (bit-exact with the reference)"
 )]
 pub struct UtsArgs {
@@ -147,16 +149,16 @@ pub struct UtsArgs {
     #[arg(short = 'a', value_parser = clap::value_parser!(u8).range(0..=3))]
     pub shape: Option<u8>,
     /// Depth parameter gen_mx [default: 6]
-    #[arg(short = 'd')]
+    #[arg(short = 'd', allow_negative_numbers = true)]
     pub depth: Option<i32>,
     /// Root branching factor b_0 [default: 4]
-    #[arg(short = 'b')]
+    #[arg(short = 'b', allow_negative_numbers = true)]
     pub b0: Option<f64>,
     /// Root seed [default: 0]
     #[arg(short = 'r', allow_negative_numbers = true)]
     pub root: Option<i32>,
     /// Binomial: probability of a non-leaf node [default: 0.234375]
-    #[arg(short = 'q')]
+    #[arg(short = 'q', allow_negative_numbers = true)]
     pub q: Option<f64>,
     /// Binomial: children of a non-leaf node [default: 4]
     #[arg(short = 'm')]
@@ -447,13 +449,18 @@ mod tests {
         let args = UtsArgs::try_parse_from(["--preset", "t1", "-r", "5"]).unwrap();
         let p = args.params().unwrap();
         assert_eq!((p.tree_type, p.shape, p.gen_mx, p.b0, p.root_id), (UtsType::Geometric, Shape::Fixed, 10, 4.0, 5));
+        // As under the reference's getopt, the last of a repeated option counts.
+        let args = UtsArgs::try_parse_from(["--preset", "t4", "-r", "1", "-r", "34"]).unwrap();
+        assert_eq!(args.params().unwrap().root_id, 34);
     }
 
     #[test]
     fn bad_parameters_are_refused_with_a_message() {
-        for args in [&["-d", "0"][..], &["-q", "1.5"], &["-b", "-1"], &["-t", "4"], &["-g", "0"]] {
+        for args in [&["-d", "0"][..], &["-q", "1.5"], &["-q", "-0.1"], &["-b", "-1"], &["-t", "4"], &["-g", "0"]] {
             let result = UtsArgs::try_parse_from(args).map_err(|e| e.to_string()).and_then(|a| a.params());
             assert!(result.is_err(), "{args:?} accepted");
+            // Refused for its value, not taken for an option.
+            assert!(!result.unwrap_err().contains("unexpected argument"), "{args:?}");
         }
     }
 }

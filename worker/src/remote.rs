@@ -84,8 +84,10 @@ pub enum Ended {
     RunOver,
     /// Told to stop, it left the run: a budget-mode process after the jobs it was running, their
     /// reports sent (the master gives its queued jobs to others); a polling process once the master
-    /// took its workers' nodes. Or it was stopped before it joined.
+    /// took its workers' nodes.
     Left,
+    /// Told to stop before it joined a run.
+    NeverJoined,
 }
 
 /// Why a worker process stopped before the run ended.
@@ -135,7 +137,7 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<Ended,
                 RemoteError::Lost(why) => RemoteError::Unreachable(why),
                 e => e,
             }),
-            () = options.stop.cancelled() => Ok(Err(Ended::Left)),
+            () = options.stop.cancelled() => Ok(Err(Ended::NeverJoined)),
         }
     })?;
     let Joined { frames, write, handle, welcome, peer_listener, token } = match joined {

@@ -168,7 +168,8 @@ fn find_lrs(given: Option<&Path>) -> Result<PathBuf, String> {
         let e = e.trim_start_matches("exec: ");
         match given {
             Some(_) => format!("lrs: {e}"),
-            None => format!("lrs: {e}: install the Debian package lrslib (apt-get install lrslib), put lrs on PATH, or give bts run lrs --lrs PATH"),
+            // `lrs: not found on PATH`: the name says what it is.
+            None => format!("{e}: install the Debian package lrslib (apt-get install lrslib), put lrs on PATH, or give bts run lrs --lrs PATH"),
         }
     })
 }
