@@ -285,14 +285,15 @@ fn a_run_quit_at_once_leaves_no_program_behind() {
     }
 }
 
-/// A program dies with bts even when bts is killed with -9 and has no time to kill it: it would
-/// otherwise run on, to its --job-timeout, beside the resumed run doing its job again.
+/// A program dies with bts even when bts is killed with -9 and has no time to kill it, with what
+/// it started (here a shell script's `sleep`): it would otherwise run on, to its --job-timeout,
+/// beside the resumed run doing its job again.
 #[test]
 fn a_program_dies_with_bts_killed_by_signal_9() {
     let dir = tempfile::tempdir().unwrap();
     let (program, pid_file) = (dir.path().join("slow.sh"), dir.path().join("slow.pid"));
-    let script = "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a'; echo 'done 1';;\n\
-                  a) echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; exec sleep 60;;\nesac\n";
+    let script = "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a';;\n\
+                  a) echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; sleep 60;;\nesac\necho 'done 1'\n";
     std::fs::write(&program, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -308,14 +309,28 @@ fn a_program_dies_with_bts_killed_by_signal_9() {
         assert!(std::time::Instant::now() < deadline, "the job did not start within 30 s");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
-    let alive = || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
-    assert!(alive());
+    // The program's group: the script and its sleep.
+    let group = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+    let members = || {
+        let stats = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok());
+        // Fields after the command's closing parenthesis: state, ppid, pgrp.
+        stats
+            .filter_map(|s| s.rsplit_once(") ").map(|(_, rest)| rest.split(' ').map(String::from).collect::<Vec<_>>()))
+            .filter(|f| f[2] == group && f[0] != "Z")
+            .count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while members() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the script's sleep did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     signal(&run.master, "-KILL");
     wait_bounded(&mut run.master, Duration::from_secs(10));
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while alive() {
-        assert!(std::time::Instant::now() < deadline, "the job's program {pid} outlived bts by 5 s");
+    while members() > 0 {
+        assert!(std::time::Instant::now() < deadline, "{} of the job's processes outlived bts by 5 s", members());
         std::thread::sleep(Duration::from_millis(20));
     }
 }

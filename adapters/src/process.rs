@@ -75,26 +75,6 @@ impl Program {
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut command = tokio::process::Command::from(std::mem::replace(command, Command::new("")));
         command.process_group(0);
-        #[cfg(target_os = "linux")]
-        {
-            let bts = std::process::id();
-            // SAFETY: between fork and exec the closure makes only async-signal-safe calls (prctl,
-            // getppid) and allocates nothing.
-            unsafe {
-                command.pre_exec(move || {
-                    // Killed when the thread that started it ends, bts included however it ends
-                    // (kill -9 leaves it no time to kill its programs): a thread's programs are
-                    // its own, ended with it anyway. Their own children are theirs to end.
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                    if libc::getppid() as u32 != bts {
-                        return Err(io::Error::other("bts has exited"));
-                    }
-                    Ok(())
-                })
-            };
-        }
         let _runtime = runtime().enter();
         let mut child = command.spawn()?;
         let pid = child.id().ok_or_else(|| io::Error::other("the program exited at once"))?;
@@ -118,14 +98,11 @@ impl Program {
         let tag = format!("{tag} (pid {pid})");
         let stderr_task = Mutex::new(Some(runtime().spawn(async move { log_stderr(stderr, &tag, &tail, warn).await })));
         let (buf, scanned, status) = (Vec::new(), 0, None);
-        let mut live = live_groups();
-        if live.exiting {
+        if !live_groups().insert(pid) {
             // bts is exiting and has killed its programs: none may start after them.
             kill_group(pid);
             return Err(io::Error::other("bts is exiting"));
         }
-        live.groups.insert(pid);
-        drop(live);
         Ok(Program {
             child,
             pid,
@@ -299,7 +276,7 @@ impl Program {
     pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
         if self.status.is_none() && self.exited_by(Instant::now() + limit) {
             // Out of the set before it is reaped, after which its id may be another process's.
-            live_groups().groups.remove(&self.pid);
+            live_groups().remove(self.pid);
             self.status = runtime().block_on(self.child.wait()).ok();
         }
         self.status
@@ -327,7 +304,7 @@ impl Program {
             kill_group(self.pid);
             let _ = self.child.start_kill();
             // Out of the set before it is reaped, after which its id may be another process's.
-            live_groups().groups.remove(&self.pid);
+            live_groups().remove(self.pid);
             let child = &mut self.child;
             self.status = runtime().block_on(child.wait()).ok();
         }
@@ -335,17 +312,85 @@ impl Program {
     }
 }
 
-/// The process groups of the programs started and not yet reaped: what [`kill_all`] kills.
+/// The process groups of the programs started and not yet reaped: what [`kill_all`] kills, and
+/// what the guardian kills if bts dies without time to.
 struct LiveGroups {
     groups: std::collections::BTreeSet<u32>,
     /// [`kill_all`] has run: no program may start after it.
     exiting: bool,
+    /// The guardian's input, once a program has started (`None` if it could not start).
+    guardian: Option<Option<std::process::ChildStdin>>,
+}
+
+impl LiveGroups {
+    /// Registers a program's group; false once bts is exiting.
+    fn insert(&mut self, pid: u32) -> bool {
+        if self.exiting {
+            return false;
+        }
+        self.groups.insert(pid);
+        self.tell_guardian('+', pid);
+        true
+    }
+
+    /// A program is about to be reaped, after which its id may be another process's.
+    fn remove(&mut self, pid: u32) {
+        if self.groups.remove(&pid) {
+            self.tell_guardian('-', pid);
+        }
+    }
+
+    fn tell_guardian(&mut self, op: char, pid: u32) {
+        let guardian = self.guardian.get_or_insert_with(start_guardian);
+        if let Some(input) = guardian
+            && let Err(e) = writeln!(input, "{op} {pid}")
+        {
+            tracing::debug!("the guardian of bts's programs is gone: {e}");
+            *guardian = None;
+        }
+    }
 }
 
 fn live_groups() -> std::sync::MutexGuard<'static, LiveGroups> {
     static LIVE: Mutex<LiveGroups> =
-        Mutex::new(LiveGroups { groups: std::collections::BTreeSet::new(), exiting: false });
+        Mutex::new(LiveGroups { groups: std::collections::BTreeSet::new(), exiting: false, guardian: None });
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The guardian: a shell told the group of every program bts starts (`+ PID`) and reaps (`- PID`),
+/// which kills the groups still running when its input ends, as it does when bts dies however it
+/// dies (`kill -9` leaves bts no time to kill them itself). In a group of its own, deaf to the
+/// signals that stop bts.
+const GUARDIAN: &str = r#"trap '' INT HUP TERM QUIT
+groups=
+while read -r op group; do
+    case $op in
+    +) groups="$groups $group" ;;
+    -) kept=; for g in $groups; do [ "$g" = "$group" ] || kept="$kept $g"; done; groups=$kept ;;
+    esac
+done
+for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
+"#;
+
+fn start_guardian() -> Option<std::process::ChildStdin> {
+    use std::os::unix::process::CommandExt;
+    let started = Command::new("/bin/sh")
+        .args(["-c", GUARDIAN])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn();
+    match started {
+        // Never waited for: it lives as long as bts, and ends after it.
+        Ok(mut guardian) => guardian.stdin.take(),
+        Err(e) => {
+            tracing::warn!(
+                "cannot start the guardian of bts's programs (/bin/sh): {e}; programs may outlive a bts killed by signal 9"
+            );
+            None
+        }
+    }
 }
 
 /// Kills every program bts started that is still running, with its process group: for a process
@@ -357,6 +402,7 @@ pub fn kill_all() {
     live.exiting = true;
     for pid in std::mem::take(&mut live.groups) {
         kill_group(pid);
+        live.tell_guardian('-', pid);
     }
 }
 
@@ -436,6 +482,27 @@ async fn log_stderr(mut stderr: ChildStderr, tag: &str, tail: &Mutex<VecDeque<St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// When its input ends, the guardian kills the groups it was told of and not told are gone
+    /// (whose ids may be other processes' by then).
+    #[test]
+    fn the_guardian_kills_the_groups_still_listed_when_its_input_ends() {
+        use std::os::unix::process::CommandExt;
+        let group = || Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+        let (mut listed, mut gone) = (group(), group());
+        let mut input = start_guardian().expect("/bin/sh");
+        writeln!(input, "+ {}\n+ {}\n- {}", listed.id(), gone.id(), gone.id()).unwrap();
+        drop(input);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while listed.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the listed group outlived the guardian's input");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(gone.try_wait().unwrap().is_none(), "a group no longer listed was killed");
+        let _ = gone.kill();
+        let _ = gone.wait();
+    }
 
     /// A line of `max_line` bytes is taken, one byte more is refused, whether or not its newline
     /// came with it.
