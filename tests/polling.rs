@@ -122,12 +122,20 @@ fn the_node_limit_is_exact_and_the_rest_resumes() {
         "T1",
     ]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(summary(&o)["nodes"], 123_457);
+    let first = summary(&o);
+    assert_eq!(first["nodes"], 123_457);
+    // The checkpoint keeps the steals the summary reports (the workers report them as they pause).
+    let saved = inspect(&ck);
+    assert_eq!(
+        (saved["counters"]["jobs"].clone(), saved["counters"]["returned"].clone()),
+        (first["jobs"].clone(), first["returned"].clone())
+    );
     let o = bts(&["resume", ck_s, "--workers", "3", "--summary-json", "-"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = summary(&o);
     published_t1(&s);
     assert_eq!(s["mode"], "polling");
+    assert!(s["jobs"].as_u64() >= first["jobs"].as_u64());
 }
 
 /// A node limit equal to the tree's size stops nothing: the run is complete, as its checkpoint says.

@@ -420,8 +420,10 @@ impl Coordinator {
                 self.commit(progress);
                 self.check_node_limit();
             }
-            PollReport::Paused { worker, stack, progress, sent, received } => {
+            PollReport::Paused { worker, stack, progress, sent, received, pieces, moved } => {
                 self.commit(progress);
+                self.totals.jobs += pieces;
+                self.totals.returned += moved;
                 self.check_node_limit();
                 self.set_stack(worker as usize, stack.len() as u64);
                 self.slots[worker as usize].state = State::Paused { stack, sent, received };

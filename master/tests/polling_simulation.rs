@@ -667,7 +667,9 @@ impl Worker {
         self.pauses = number;
         let (progress, ids) = self.take_progress();
         let stack = self.take_all();
-        let paused = PollReport::Paused { worker: self.me, stack, progress, sent: self.sent, received: self.received };
+        let (pieces, moved) = (std::mem::take(&mut self.pieces), std::mem::take(&mut self.moved));
+        let (sent, received) = (self.sent, self.received);
+        let paused = PollReport::Paused { worker: self.me, stack, progress, sent, received, pieces, moved };
         self.report(paused, ids);
         self.mode = Mode::Paused(ctx);
     }
@@ -2056,7 +2058,7 @@ impl<'w, 't> Sim<'w, 't> {
 fn brief(r: &PollReport) -> String {
     match r {
         PollReport::Progress { worker, progress } => format!("progress of {worker}: {} nodes", progress.visited),
-        PollReport::Paused { worker, stack, progress, sent, received } => format!(
+        PollReport::Paused { worker, stack, progress, sent, received, .. } => format!(
             "pause of {worker}: {} on its stack, {} nodes, sent {sent} received {received}",
             stack.len(),
             progress.visited
@@ -2238,7 +2240,7 @@ fn to(w: u32, sent: &[(u32, PeerMsg)]) -> Vec<PeerMsg> {
 }
 
 fn paused(worker: u32, stack: Vec<Returned>, sent: u64, received: u64) -> PollReport {
-    PollReport::Paused { worker, stack, progress: Progress::default(), sent, received }
+    PollReport::Paused { worker, stack, progress: Progress::default(), sent, received, pieces: 0, moved: 0 }
 }
 
 fn visited(worker: u32, nodes: u64) -> PollReport {
@@ -2385,7 +2387,15 @@ fn the_node_limit_reached_during_a_checkpoint_stops_the_run() {
         assert_eq!(drain(&mut c), vec![(a, PeerMsg::Pause { number: 1 })]);
         let progress = Progress { visited: 6, ..Progress::default() };
         if with_the_pause {
-            c.handle(PollReport::Paused { worker: a, stack: vec![root.clone()], progress, sent: 0, received: 0 });
+            c.handle(PollReport::Paused {
+                worker: a,
+                stack: vec![root.clone()],
+                progress,
+                sent: 0,
+                received: 0,
+                pieces: 0,
+                moved: 0,
+            });
         } else {
             c.handle(PollReport::Progress { worker: a, progress });
             c.handle(paused(a, vec![root.clone()], 0, 0));

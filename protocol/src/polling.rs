@@ -77,13 +77,15 @@ pub struct Counts {
 pub enum PollReport {
     /// Nodes visited and output records since the last report.
     Progress { worker: u32, progress: Progress },
-    /// Paused: the stack, the last progress, and the work messages sent and received so far.
-    Paused { worker: u32, stack: Vec<Returned>, progress: Progress, sent: u64, received: u64 },
+    /// Paused: the stack, the last progress, the work messages sent and received so far, and the
+    /// pieces of work taken and their nodes since the last pause (a checkpoint counts them).
+    Paused { worker: u32, stack: Vec<Returned>, progress: Progress, sent: u64, received: u64, pieces: u64, moved: u64 },
     /// Work that reached a paused worker.
     LateWork { worker: u32, nodes: Vec<Returned> },
     /// Visiting a node failed (the oracle panicked).
     Failed { worker: u32, failure: JobFailure },
-    /// The worker is done: the run is over, or it was told to finish.
+    /// The worker is done: the run is over, or it was told to finish; `pieces` and `moved` since
+    /// its last pause.
     Finished { worker: u32, progress: Progress, pieces: u64, moved: u64 },
     /// The worker dropped its stack after the `Reset` to `epoch`.
     ResetDone { worker: u32, epoch: u32 },

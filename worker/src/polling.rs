@@ -588,7 +588,9 @@ impl Worker<'_> {
         self.pauses = number;
         let progress = self.stack.take_progress();
         let stack = self.stack.take_all();
-        let paused = PollReport::Paused { worker: self.me, stack, progress, sent: self.sent, received: self.received };
+        let (pieces, moved) = (std::mem::take(&mut self.pieces), std::mem::take(&mut self.moved));
+        let (sent, received) = (self.sent, self.received);
+        let paused = PollReport::Paused { worker: self.me, stack, progress, sent, received, pieces, moved };
         if !(self.report)(paused) {
             return Some(Stop::Gone);
         }
