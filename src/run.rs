@@ -312,6 +312,7 @@ impl Run {
         }
         tracing::info!(tree = %tree.command_line(), workers = options.workers, "the run starts");
         let result = drive(&mut scheduler, &events_rx, output, &drive_options, &mut hooks);
+        hooks.ended = Some(Instant::now());
         // Events go first: the links of workers that joined too late for the driver go with them.
         drop(events_rx);
         if let Some(server) = server {
@@ -445,6 +446,7 @@ impl Run {
             set_nodes_left: &set_nodes_left,
         };
         let result = drive_polling(&mut coordinator, &events_rx, &routes, output, &drive_options, &mut hooks);
+        hooks.ended = Some(Instant::now());
         drop(events_rx);
         if let Some(server) = server {
             server.finish();
@@ -487,8 +489,10 @@ fn finished(
 ) -> Result<Finished, RunError> {
     tracing::info!(outcome = crate::summary::outcome_name(&outcome), "the run ends");
     let saver = &hooks.saver;
-    // Checkpoints hold usable times only, so the sum is one a Duration can take.
-    let elapsed = Duration::from_secs_f64(saver.before.0) + saver.started.elapsed();
+    // Checkpoints hold usable times only, so the sum is one a Duration can take. The run's time
+    // ends with its driver: saying goodbye to remote workers is not part of it.
+    let ended = hooks.ended.unwrap_or_else(Instant::now);
+    let elapsed = Duration::from_secs_f64(saver.before.0) + ended.saturating_duration_since(saver.started);
     let mut summary = Summary::new(&saver.tree.command_line(), &outcome, run, elapsed, saver.before.1 + 1);
     summary.tree_totals = searcher.counters().map(|c| TreeTotals::new(c, &run.totals().counters));
     summary.best = BestSummary::of(searcher.optimises(), run.totals());
@@ -517,6 +521,8 @@ struct Hooks<'a> {
     searcher: Arc<dyn Searcher>,
     /// The run's last checkpoint could not be written: the run still ends with its summary.
     last_save_failed: Option<RunError>,
+    /// When the driver returned: the end of the run's time.
+    ended: Option<Instant>,
 }
 
 impl<'a> Hooks<'a> {
@@ -536,7 +542,7 @@ impl<'a> Hooks<'a> {
             false => None,
         };
         let saver = Checkpointer { tree, input_digest: searcher.input_digest(), options, before, started };
-        Ok(Hooks { saver, monitor, searcher: Arc::clone(searcher), last_save_failed: None })
+        Ok(Hooks { saver, monitor, searcher: Arc::clone(searcher), last_save_failed: None, ended: None })
     }
 }
 

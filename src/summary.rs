@@ -175,7 +175,7 @@ impl Summary {
         let polling = self.mode == "polling";
         let sharing = match (polling, self.mixed_modes) {
             (_, true) => format!("{} and {} nodes returned or moved", plural(t.jobs, "jobs and steals"), t.returned),
-            (true, false) => format!("{}, {} nodes moved", plural(t.jobs, "steals"), t.returned),
+            (true, false) => format!("{}, {} moved", plural(t.jobs, "steals"), plural(t.returned, "nodes")),
             (false, false) => format!(
                 "{}, {} returned, budget {} -> {}",
                 plural(t.jobs, "jobs"),

@@ -529,6 +529,47 @@ fn a_job_failing_as_the_run_stops_is_not_tried_again() {
     }
 }
 
+/// A remote worker told to leave (a signal) does not try a failing job again either: it would hold
+/// its leaving up by `--job-timeout` a try.
+#[test]
+fn a_leaving_remote_worker_does_not_try_a_failing_job_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "hang.sh",
+        "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a'; echo 'unexplored 1 b';;\n\
+         a) touch \"$0.started\"; sleep 40;;\nesac\necho 'done 1'\n",
+    );
+    let address = dir.path().join("address");
+    let run = ["run", "--progress", "never", "--workers", "0", "--listen", "127.0.0.1:0", "--address-file"];
+    let exec = ["exec", "--job-timeout", "2", "--retries", "5", "--", program.to_str().unwrap()];
+    let mut master = bts_command()
+        .args([&run[..], &[address.to_str().unwrap()], &exec].concat())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let worker = bts_command()
+        .args(["worker", "--connect-file", address.to_str().unwrap(), "--threads", "2"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = dir.path().join("hang.sh.started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !started.exists() {
+        assert!(std::time::Instant::now() < deadline, "the job did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let asked = std::time::Instant::now();
+    signal(&worker, "-TERM");
+    let w = worker.wait_with_output().unwrap();
+    // Six attempts would take 12 s.
+    assert!(asked.elapsed() < std::time::Duration::from_secs(8), "{:?}: {}", asked.elapsed(), stderr(&w));
+    assert!(stderr(&w).contains("left the run"), "{}", stderr(&w));
+    wait_bounded(&mut master, std::time::Duration::from_secs(30));
+    let o = master.wait_with_output().unwrap();
+    assert!(stderr(&o).contains("not tried again as the run stops"), "{}", stderr(&o));
+}
+
 /// `--job-timeout` holds while bts writes a job line too: a persistent program that never reads
 /// its input, given a node longer than a pipe holds, fails its job in time.
 #[test]

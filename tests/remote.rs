@@ -409,12 +409,62 @@ fn a_second_run_on_the_same_address_file_is_refused() {
     assert_eq!(code, Some(3), "{log}");
 }
 
+/// Polling workers that join while a checkpoint's pause is under way (the first one starts before
+/// any worker is there) pause too, and take the run's start when it resumes: the pauses complete,
+/// checkpoints are written, and the run ends, exactly.
+#[test]
+fn polling_workers_joining_during_a_pause_take_part_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, out) = (dir.path().join("run.ckpt"), dir.path().join("out.txt"));
+    let (ck_s, out_s) = (ck.to_str().unwrap(), out.to_str().unwrap());
+    let mut args = vec!["--mode", "polling", "--workers", "0", "--checkpoint", ck_s, "--checkpoint-every", "0.01"];
+    args.extend(["--output", out_s, "queens", "--n", "12"]);
+    let master = Master::start(&args);
+    std::thread::sleep(Duration::from_millis(100));
+    let workers: Vec<Child> = (0..2).map(|_| worker(&["--connect", &master.address, "--threads", "1"])).collect();
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(summary["outputs"], 14_200, "{summary}");
+    assert_records_once(&out, 14_200);
+    assert_eq!(inspect(&ck)["counters"]["outputs"], 14_200);
+    for w in workers {
+        assert_eq!(worker_output(w).0, Some(0));
+    }
+}
+
 /// A process of a cluster launch: `bts ARGS` with what a launcher puts in the environment (its rank,
 /// and the launch's name), its log kept for [`worker_output`].
 fn spawn_rank(args: &[&str], env: &[(&str, &str)]) -> Child {
     let mut command = bts_command();
     command.args(args).envs(env.iter().copied());
     command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// A second launch given a running launch's rendezvous file is refused, and leaves the file to
+/// the running launch: its workers still find their master.
+#[test]
+fn a_second_launch_on_a_running_launchs_rendezvous_file_leaves_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let rendezvous = dir.path().join("rendezvous");
+    let r = rendezvous.to_str().unwrap();
+    let first = ["run", "--rendezvous", r, "--progress", "never", "--time-limit", "3", "uts", "--preset", "T1XL"];
+    let master = spawn_rank(&first, &[("PMIX_RANK", "0"), ("PMIX_NAMESPACE", "first")]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&rendezvous).map_or(true, |t| !t.contains(':')) {
+        assert!(Instant::now() < deadline, "the master did not announce itself");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let announced = std::fs::read_to_string(&rendezvous).unwrap();
+    let second = spawn_rank(
+        &["run", "--rendezvous", r, "queens", "--n", "4"],
+        &[("PMIX_RANK", "0"), ("PMIX_NAMESPACE", "second")],
+    );
+    let (code, log) = worker_output(second);
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("is in use by another bts"), "{log}");
+    assert_eq!(std::fs::read_to_string(&rendezvous).unwrap(), announced);
+    let (code, log) = worker_output(master);
+    assert_eq!(code, Some(3), "{log}");
 }
 
 #[test]

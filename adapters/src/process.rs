@@ -342,8 +342,9 @@ impl LiveGroups {
 
     fn tell_guardian(&mut self, op: char, pid: u32) {
         let guardian = self.guardian.get_or_insert_with(start_guardian);
+        // One write, which a pipe takes whole: a line cut by a kill -9 would not be read.
         if let Some(input) = guardian
-            && let Err(e) = writeln!(input, "{op} {pid}")
+            && let Err(e) = input.write_all(format!("{op} {pid}\n").as_bytes())
         {
             tracing::debug!("the guardian of bts's programs is gone: {e}");
             *guardian = None;

@@ -163,6 +163,9 @@ async fn accept_loop(listener: TcpListener, shared: Shared) {
     }
 }
 
+/// How long a handshake under way when the run ends may still take.
+const LATE_HANDSHAKE: Duration = Duration::from_secs(1);
+
 /// A connection's halves: frames read with the limits of the handshake until it is over.
 type Frames = FramedRead<OwnedReadHalf, FrameCodec<WorkerFrame>>;
 
@@ -176,10 +179,16 @@ async fn serve_connection(
     let peer = peer.as_str();
     let _ = stream.set_nodelay(true);
     let config = &shared.config;
+    let handshake = tokio::time::timeout(config.handshake_timeout, handshake(stream, config));
+    tokio::pin!(handshake);
     let handshake = tokio::select! {
-        handshake = tokio::time::timeout(config.handshake_timeout, handshake(stream, config)) => handshake,
-        // The run is over: a stranger still in its handshake does not hold the end up.
-        () = shared.over.cancelled() => return,
+        handshake = &mut handshake => handshake,
+        // The run is over: a worker in its handshake (a few round trips) is told so when it has
+        // joined; a stranger that stalls in it does not hold the end up.
+        () = shared.over.cancelled() => match tokio::time::timeout(LATE_HANDSHAKE, &mut handshake).await {
+            Ok(handshake) => handshake,
+            Err(_) => return,
+        },
     };
     let Some((threads, peer_address, mut frames, mut writer)) =
         in_handshake.end(handshake, &handle, peer, "connection")

@@ -269,17 +269,23 @@ impl Coordinator {
             // They get their share when the rollback completes.
             return first;
         }
+        if self.ending.is_some() || self.pause.is_some() {
+            // The end, or a pause under way, which must hear from them too: nodes not yet started
+            // wait in the snapshot, for the workers the pause resumes.
+            for w in first..first + count {
+                let message = match self.ending {
+                    Some(_) => PeerMsg::Finish,
+                    None => PeerMsg::Pause { number: self.pauses },
+                };
+                self.outbox.push_back((w, message));
+            }
+            return first;
+        }
         match self.start.take() {
             Some(plan) => self.deal(plan, first, count),
             None => {
                 for w in first..first + count {
-                    if self.ending.is_some() {
-                        self.outbox.push_back((w, PeerMsg::Finish));
-                    } else if self.pause.is_some() {
-                        self.outbox.push_back((w, PeerMsg::Pause { number: self.pauses }));
-                    } else {
-                        self.order(w, PeerMsg::Resume { nodes: Vec::new(), epoch: self.epoch });
-                    }
+                    self.order(w, PeerMsg::Resume { nodes: Vec::new(), epoch: self.epoch });
                 }
             }
         }
@@ -570,8 +576,15 @@ impl Coordinator {
 
     /// After a pause that did not stop the run: the workers whose processes asked to leave are told
     /// to finish and their nodes dealt to the others, in a new epoch (see the module's comment);
-    /// every other worker carries on with its own stack (and the work that reached it).
+    /// every other worker carries on with its own stack (and the work that reached it). A snapshot
+    /// that holds no node is the end of the run instead: every work message had arrived, so no node
+    /// is left anywhere (pauses that come faster than termination waves would otherwise keep
+    /// cancelling them).
     pub fn resume(&mut self) {
+        if self.snapshot.as_ref().is_some_and(Vec::is_empty) {
+            self.finish(Outcome::Complete);
+            return;
+        }
         self.snapshot = None;
         self.pause = None;
         let leavers: Vec<usize> = (0..self.slots.len())
@@ -597,6 +610,14 @@ impl Coordinator {
         }
         let stayers: Vec<usize> =
             (0..self.slots.len()).filter(|&w| matches!(self.slots[w].state, State::Paused { .. })).collect();
+        if !stayers.is_empty() {
+            // Nodes nobody had started (the first workers joined during the pause).
+            match self.start.take() {
+                Some(StartPlan::Root(root)) => handed.push(root),
+                Some(StartPlan::Nodes(nodes)) => handed.extend(nodes),
+                None => {}
+            }
+        }
         if stayers.is_empty() && !handed.is_empty() {
             // Nobody is left to take them: the next process to join does.
             let mut nodes = match self.start.take() {

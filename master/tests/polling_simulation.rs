@@ -1453,8 +1453,9 @@ impl<'w, 't> Sim<'w, 't> {
                     // A stop that finds no node left is the end of the run.
                     Outcome::Complete if self.stopped.as_ref().is_some_and(|s| s.jobs.is_empty()) => End::Complete,
                     Outcome::Complete => {
-                        // (A run whose every process left ends with nobody to tell.)
-                        if !self.decided && self.processes.iter().any(|p| p.known) {
+                        // (A run whose every process left ends with nobody to tell; a pause whose
+                        // snapshot, checked against the world, holds no node is the end too.)
+                        if !self.decided && !self.last.jobs.is_empty() && self.processes.iter().any(|p| p.known) {
                             self.world.fail("complete without the coordinator asking the workers to finish");
                         }
                         End::Complete

@@ -48,12 +48,12 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     // Probe i chooses by a generator of its own and the tally takes the probes in their order, so
     // that a seed repeats an estimate to the last digit whatever the threads. Probes of a legacy
     // program may take minutes: say how far they are, every few seconds.
-    let next_probe = AtomicU64::new(0);
+    let (next_probe, failed) = (AtomicU64::new(0), std::sync::atomic::AtomicBool::new(false));
     let tally = Mutex::new(Tally::default());
     let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
-                let (searcher, root, tally, next_probe) = (&searcher, &root, &tally, &next_probe);
+                let (searcher, root, tally, next_probe, failed) = (&searcher, &root, &tally, &next_probe, &failed);
                 scope.spawn(move || -> Result<(), String> {
                     let mut runner = searcher.runner(RunnerSettings { keep_output: false, detached: true })?;
                     loop {
@@ -61,9 +61,15 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
                         if i >= args.probes {
                             return Ok(());
                         }
+                        // Another thread's probe failed: the estimate is lost, so stop.
+                        if failed.load(Ordering::Relaxed) {
+                            return Ok(());
+                        }
                         let mut rng = SplitMix64::new(seed ^ i.wrapping_mul(0xA076_1D64_78BD_642F));
-                        let e = probe(&mut *runner, root.clone(), 0, &mut |d| rng.below(d))
-                            .map_err(|f| format!("a probe failed at node {}: {}", f.node, f.message))?;
+                        let e = probe(&mut *runner, root.clone(), 0, &mut |d| rng.below(d)).map_err(|f| {
+                            failed.store(true, Ordering::Relaxed);
+                            format!("a probe failed at node {}: {}", f.node, f.message)
+                        })?;
                         tally.lock().expect("no probing thread panics holding it").add(i, e);
                     }
                 })
@@ -113,7 +119,9 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             _ => format!("standard error {se:.0}, {:.2}%", 100.0 * relative),
         };
         let (mean, probes) = (total.mean, total.probes);
-        let mut text = format!("{}: about {mean:.0} nodes ({error}) from {probes} probes\n", spec.command_line());
+        let probes_word = if probes == 1 { "probe" } else { "probes" };
+        let mut text =
+            format!("{}: about {mean:.0} nodes ({error}) from {probes} {probes_word}\n", spec.command_line());
         if probes > 1 && (relative > SHAKY || (probes >= 10 && largest_share > 0.25)) {
             text += &format!(
                 "The tree is heavy-tailed: a few probes (the largest {:.0}, {:.0}% of the sum) carry the estimate, so it \

@@ -172,10 +172,21 @@ pub struct RunLock {
 impl RunLock {
     /// Locks `path`, the run's `what` ("checkpoint").
     pub fn take(path: &Path, what: &str) -> Result<Self, CliError> {
+        Self::try_take(path, what).map_err(|e| match e {
+            Refused::Held(e) | Refused::Failed(e) => e,
+        })
+    }
+
+    /// As [`take`](Self::take), telling a lock another bts holds from one that cannot be taken.
+    pub fn try_take(path: &Path, what: &str) -> Result<Self, Refused> {
         let name = path.file_name().map_or_else(|| what.into(), |n| n.to_string_lossy().into_owned());
         let lock = path.with_file_name(format!(".{name}.lock"));
         let cannot = |e: io::Error| {
-            CliError::usage(format!("cannot lock the {what} {}: {}: {e}", path.display(), lock.display()))
+            Refused::Failed(CliError::usage(format!(
+                "cannot lock the {what} {}: {}: {e}",
+                path.display(),
+                lock.display()
+            )))
         };
         let mut file =
             OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lock).map_err(cannot)?;
@@ -183,15 +194,23 @@ impl RunLock {
             let owner = std::fs::read_to_string(&lock).unwrap_or_default();
             let owner = owner.trim();
             let owner = if owner.is_empty() { String::new() } else { format!(" (process {owner})") };
-            return Err(CliError::usage(format!(
+            return Err(Refused::Held(CliError::usage(format!(
                 "the {what} {} is in use by another bts{owner}; wait for it to end, or stop it first",
                 path.display()
-            )));
+            ))));
         }
         let pid = std::process::id().to_string();
         file.set_len(0).and_then(|_| file.write_all(pid.as_bytes())).map_err(cannot)?;
         Ok(Self { _file: file })
     }
+}
+
+/// Why a [`RunLock`] was not taken.
+pub enum Refused {
+    /// Another bts holds it.
+    Held(CliError),
+    /// The file system refused (some shared ones have no `flock`).
+    Failed(CliError),
 }
 
 /// Opens `path` for writing without changing it, and locks it.

@@ -63,11 +63,26 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
 }
 
 /// The lock of the run's address file: two runs given one would take each other's workers, and the
-/// first to end would remove the other's address.
+/// first to end would remove the other's address. A file system without locks (a shared one, as a
+/// rendezvous file's) goes without.
 fn address_lock(options: &RunOptions) -> Result<Option<RunLock>, CliError> {
-    let file = options.listen.as_ref().and_then(|l| l.address_file.as_deref());
-    file.map(|f| RunLock::take(&absolute(f), "address file")).transpose()
+    let Some(file) = options.listen.as_ref().and_then(|l| l.address_file.as_deref()) else { return Ok(None) };
+    match RunLock::try_take(&absolute(file), "address file") {
+        Ok(lock) => Ok(Some(lock)),
+        Err(files::Refused::Held(e)) => {
+            // The file is the other run's: this one must not announce its failure there.
+            ANOTHER_RUNS_ADDRESS.store(true, std::sync::atomic::Ordering::SeqCst);
+            Err(e)
+        }
+        Err(files::Refused::Failed(e)) => {
+            tracing::warn!("{}; going on without", e.message);
+            Ok(None)
+        }
+    }
 }
+
+/// The run's address file is another run's (see [`address_lock`]).
+static ANOTHER_RUNS_ADDRESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// `bts resume <CHECKPOINT> [RUN-OPTIONS]`
 pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
@@ -230,6 +245,7 @@ fn cluster_rank() -> u64 {
 fn failure_announced(args: &RunArgs, result: Result<Exit, CliError>) -> Result<Exit, CliError> {
     if let (Err(e), Some(file), Some(launch)) = (&result, &args.remote.rendezvous, launch_id())
         && !crate::remote::announced()
+        && !ANOTHER_RUNS_ADDRESS.load(std::sync::atomic::Ordering::SeqCst)
         && let Err(w) = write_atomically(file, address_file_failed(&launch, &e.message).as_bytes(), false)
     {
         tracing::warn!("cannot tell the other ranks through {}: {w}", file.display());

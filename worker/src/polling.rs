@@ -650,6 +650,8 @@ impl Worker<'_> {
     fn reset(&mut self, epoch: u32) -> Option<Stop> {
         self.stack.take_all();
         self.stack.take_progress();
+        // The steals of the epoch rolled back go with it, as the coordinator's totals do.
+        (self.pieces, self.moved) = (0, 0);
         self.enter(epoch);
         self.set_idle(true);
         if !(self.report)(PollReport::ResetDone { worker: self.me, epoch }) {

@@ -761,6 +761,8 @@ async fn read_loop(
             frame = next_frame(master, silence) => frame?,
             () = stop.cancelled(), if !leaving => {
                 tracing::info!("leaving the run once the current jobs are done");
+                // Soon: a failing legacy job is not tried again.
+                searcher.stopping();
                 leaving = true;
                 inboxes.clear();
                 continue;
