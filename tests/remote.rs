@@ -643,13 +643,20 @@ fn ctrl_c_on_mpirun(mode: &str) {
     Command::new("kill").args(["-INT", &launch.id().to_string()]).status().unwrap();
     let (code, log) = worker_output(launch);
     assert_ne!(code, Some(0), "the launch stopped early: {log}");
-    // The master ended its run and wrote its summary and its last checkpoint.
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary_file).expect(&log)).unwrap();
-    assert_eq!((s["outcome"].as_str(), s["mode"].as_str()), (Some("signal"), Some(mode)), "{log}");
+    // The master saved the run as the stop began, then ended it: its summary and its last
+    // checkpoint. OpenMPI kills the ranks a second after passing Ctrl-C on, which on a machine busy
+    // with other tests may come first; the first save is then the checkpoint, as the README says.
     let saved = inspect(&ck);
-    assert_eq!(saved["counters"]["nodes"], s["nodes"], "{log}");
-    assert!(s["nodes"].as_u64().unwrap() > 0, "{log}");
-    assert!(log.contains(&format!("each rank running: bts resume {}", ck.display())), "{log}");
+    assert!(saved["counters"]["nodes"].as_u64().unwrap() > 0, "{log}");
+    match std::fs::read_to_string(&summary_file) {
+        Ok(text) => {
+            let s: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!((s["outcome"].as_str(), s["mode"].as_str()), (Some("signal"), Some(mode)), "{log}");
+            assert_eq!(saved["counters"]["nodes"], s["nodes"], "{log}");
+            assert!(log.contains(&format!("each rank running: bts resume {}", ck.display())), "{log}");
+        }
+        Err(_) => assert!(log.contains("signal 15: stopping"), "the master was not told to stop: {log}"),
+    }
     // The launch resumes as one: the worker ranks leave the checkpoint to rank 0.
     let o = mpirun(&["resume", ck_s, "--rendezvous", rendezvous_s, "--summary-json", summary_s]).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
