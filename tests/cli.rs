@@ -284,6 +284,9 @@ fn every_command_has_its_own_help() {
         let text = out(&["run", tree, "--help"]);
         assert!(text.contains(usage), "{text}");
     }
+    // A tree's help under estimate shows estimate's usage.
+    let text = out(&["estimate", "queens", "--help"]);
+    assert!(text.contains("Usage: bts estimate queens --n <N>"), "{text}");
     // A worker needs one of two ways to find its master, and says both.
     let o = bts(&["worker"]);
     assert_eq!(o.status.code(), Some(2));

@@ -134,7 +134,9 @@ pub(crate) fn build_tree(registry: &Registry, parts: split::Split, synopsis: &st
     match registry.build(&spec) {
         Ok(searcher) => Ok(Some((spec, searcher))),
         Err(BuildError::Help(text)) => {
-            print_out(text)?;
+            // The tree's usage line names the command it was asked under (`bts estimate queens`).
+            let command = synopsis.split(' ').take(2).collect::<Vec<_>>().join(" ");
+            print_out(text.replace(&format!("bts run {}", spec.name), &format!("{command} {}", spec.name)))?;
             Ok(None)
         }
         Err(e) => Err(CliError::usage(e)),
