@@ -20,7 +20,9 @@ mod run;
 mod signals;
 mod summary;
 
-pub use bts_master::{Best, BudgetConfig, OptimumConfig, Order, Outcome, SchedulerConfig, StopReason, Totals};
+/// A saved run, for [`Run::resume`]: [`load_checkpoint`] reads one.
+pub use bts_checkpoints::{Checkpoint, load as load_checkpoint};
+pub use bts_master::{Best, BudgetConfig, OptimumConfig, Order, Outcome, Output, SchedulerConfig, StopReason, Totals};
 pub use bts_protocol::TreeSpec;
 pub use bts_protocol::polling::SplitRule;
 pub use bts_worker::{

@@ -115,6 +115,9 @@ impl Registry {
     }
 
     /// Registers a tree behind the type-erased [`Searcher`] interface (as legacy programs are).
+    ///
+    /// A name registered again replaces the earlier tree of that name, a built-in one too (as
+    /// every `register` function does).
     pub fn register_searcher(
         &mut self,
         name: &str,

@@ -68,7 +68,9 @@ pub trait Optimise: Tree {
     /// The value of `node` if it is a feasible solution.
     fn value(&self, node: &Self::Node, depth: u32) -> Option<i64>;
 
-    /// An upper bound on the value of every solution in `node`'s subtree, `node` included.
+    /// An upper bound on the value of every solution in `node`'s subtree, `node` included. bts
+    /// prunes by it without checking it: a bound below a solution's value loses that solution, and
+    /// the run reports a smaller optimum as complete.
     fn bound(&self, node: &Self::Node, depth: u32) -> i64;
 
     /// True when every node's children come in non-increasing order of bound (as MCS orders them

@@ -15,6 +15,18 @@ use std::fmt::Debug;
 /// The tree value itself is shared by all worker threads of a process, so it must be `Sync`; every
 /// process (master and remote workers) builds its own copy from the same options.
 ///
+/// What bts relies on, and cannot check (breaking it gives wrong counts, not errors):
+/// - The children of a node are the same, in the same order, in every thread, process and run:
+///   random polling's start splits the root's children by position between workers, and a resumed
+///   run takes up nodes a previous one generated.
+/// - Nodes are encoded with postcard, which is not self-describing: serde attributes that depend on
+///   the data (`skip_serializing_if`, `flatten`, untagged enums) and types such as
+///   `serde_json::Value` do not decode. Every node must serialise (a failure stops a budget-mode
+///   run with an error).
+/// - The master, its remote workers and a resumed run use the same program: a node type changed
+///   between a run and its resume, or a tree of the same name that differs on a worker, is not
+///   detected.
+///
 /// # Example
 /// All subsets of `{0, .., n-1}`, each node a subset built by increasing elements:
 /// ```
