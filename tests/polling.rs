@@ -240,3 +240,50 @@ fn polling_refuses_what_it_cannot_do() {
         assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// A node that does not serialise, in random polling, where nodes are serialised only when a
+/// worker hands them on: the worker's thread dies, and the run fails at once, naming the node,
+/// rather than waiting for that worker forever.
+#[test]
+fn a_node_that_does_not_serialise_fails_a_polling_run() {
+    #[derive(Debug, serde::Deserialize)]
+    struct Fragile(u64);
+    impl serde::Serialize for Fragile {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            match self.0 {
+                0..=2 => s.serialize_u64(self.0),
+                _ => Err(serde::ser::Error::custom("fragile")),
+            }
+        }
+    }
+    /// A complete binary tree of height 22, nodes numbered in heap order.
+    struct Binary;
+    impl Tree for Binary {
+        type Node = Fragile;
+        type Children<'a> = std::vec::IntoIter<Fragile>;
+        fn root(&self) -> Fragile {
+            Fragile(0)
+        }
+        fn children<'a>(&'a self, node: &Fragile, depth: u32) -> Self::Children<'a> {
+            match depth {
+                22 => Vec::new().into_iter(),
+                _ => vec![Fragile(2 * node.0 + 1), Fragile(2 * node.0 + 2)].into_iter(),
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let options = RunOptions {
+        checkpoint: Some(dir.path().join("run.ckpt")),
+        checkpoint_every: Some(Duration::from_millis(10)),
+        ..polling(2, SplitRule::Alternate, PollingStart::Selective)
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Run::new("fragile", Binary).options(options).run(&mut std::io::sink()).map(|f| f.outcome));
+    });
+    let outcome = rx.recv_timeout(Duration::from_secs(60)).expect("the run did not end within 60 s");
+    match outcome {
+        Ok(bts::Outcome::Failed(f)) => assert!(f.message.contains("cannot serialise node"), "{f:?}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -6,7 +6,7 @@ use crate::polling::{Coordinator, PauseFor};
 use crate::scheduler::{Outcome, Scheduler, StopReason, WorkerId};
 use crate::view::RunView;
 use bts_protocol::polling::{Counts, PeerMsg, PollReport};
-use bts_protocol::{FromWorker, ToWorker};
+use bts_protocol::{FromWorker, JobFailure, ToWorker};
 use bts_protocol::{MasterFrame, PeerEntry};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{self, Write};
@@ -60,6 +60,10 @@ pub enum Event {
     Stop(StopReason),
     /// Stop now: save what is committed and leave the jobs out with workers to the checkpoint.
     Abort(StopReason),
+    /// A worker thread died (a panic outside any job, such as a node that does not serialise when
+    /// random polling hands it on): the run fails at once. Its nodes are lost with it, so nothing
+    /// is saved: the last checkpoint stays the run's.
+    Died(JobFailure),
     /// A report of a random-polling worker.
     Poll(PollReport),
     /// A remote process of a random-polling run is ready: `threads` workers, reached by other
@@ -361,6 +365,11 @@ pub fn drive(
                 observer.finish(scheduler);
                 return Ok(Outcome::Stopped(reason));
             }
+            Event::Died(failure) => {
+                output.flush()?;
+                observer.finish(scheduler);
+                return Ok(Outcome::Failed(failure));
+            }
         }
     }
 }
@@ -546,6 +555,17 @@ pub fn drive_polling(
                 }
                 output.flush()?;
                 return Ok(Outcome::Stopped(reason));
+            }
+            Event::Died(failure) => {
+                for inbox in routes.local {
+                    let _ = inbox.send(PeerMsg::Finish);
+                }
+                for p in processes.values() {
+                    p.link.close();
+                }
+                output.flush()?;
+                observer.finish(coordinator);
+                return Ok(Outcome::Failed(failure));
             }
             Event::ProcessJoined { process, threads, peer_address, link } => {
                 let first = coordinator.add_workers(threads);

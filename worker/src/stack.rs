@@ -127,7 +127,10 @@ impl<T: Tree, G: Goal<T>> TreeStack<T, G> {
     }
 
     fn encode(&self, node: &T::Node, depth: u32) -> Returned {
-        let node = postcard::to_extend(node, NodeBytes::new()).expect("a node serialises: it did when it was pushed");
+        // A node that does not serialise cannot be handed on; the worker's thread dies, and the
+        // run with it (nodes are not serialised as they are generated: that would cost every node).
+        let node = postcard::to_extend(node, NodeBytes::new())
+            .unwrap_or_else(|e| panic!("cannot serialise node {node:?}: {e}"));
         Returned { depth, node }
     }
 }

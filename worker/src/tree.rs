@@ -21,8 +21,9 @@ use std::fmt::Debug;
 ///   run takes up nodes a previous one generated.
 /// - Nodes are encoded with postcard, which is not self-describing: serde attributes that depend on
 ///   the data (`skip_serializing_if`, `flatten`, untagged enums) and types such as
-///   `serde_json::Value` do not decode. Every node must serialise (a failure stops a budget-mode
-///   run with an error).
+///   `serde_json::Value` do not decode. Every node must serialise: a failure stops the run with
+///   an error (in random polling, which serialises a node only when a worker hands it on, the
+///   run fails at once and keeps its last checkpoint).
 /// - The master, its remote workers and a resumed run use the same program: a node type changed
 ///   between a run and its resume, or a tree of the same name that differs on a worker, is not
 ///   detected.
