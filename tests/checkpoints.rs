@@ -258,31 +258,22 @@ fn a_stop_saves_the_run_at_once_so_a_kill_before_the_jobs_come_back_loses_only_t
 #[test]
 fn a_run_quit_at_once_leaves_no_program_behind() {
     let dir = tempfile::tempdir().unwrap();
-    let (ck, program, slow) = (dir.path().join("q.ckpt"), dir.path().join("slow.sh"), dir.path().join("slow"));
-    std::fs::write(&program, ONE_SLOW_JOB).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (ck, slow) = (dir.path().join("q.ckpt"), dir.path().join("slow"));
+    let program = script(dir.path(), "slow.sh", ONE_SLOW_JOB);
     let mut args = vec!["run", "--workers", "2", "--budget", "1", "--fixed-budget", "--progress", "never"];
     args.extend(["--checkpoint", ck.to_str().unwrap(), "--count-only", "exec", "--", program.to_str().unwrap()]);
     args.push(slow.to_str().unwrap());
     let master = bts_command().args(&args).stderr(Stdio::null()).spawn().unwrap();
     let mut run = Killed { master, group_file: dir.path().join("slow.pid") };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::fs::read_to_string(&run.group_file).map_or(true, |p| !p.ends_with('\n')) {
-        assert!(std::time::Instant::now() < deadline, "n9's job did not start within 30 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let started = || std::fs::read_to_string(&run.group_file).is_ok_and(|p| p.ends_with('\n'));
+    wait_until(Duration::from_secs(30), started, || "n9's job did not start within 30 s".into());
     let pid = std::fs::read_to_string(&run.group_file).unwrap().trim().to_string();
     let alive = || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
     assert!(alive());
     signal(&run.master, "-INT");
     signal(&run.master, "-INT");
     assert_eq!(wait_bounded(&mut run.master, Duration::from_secs(30)).code(), Some(3));
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while alive() {
-        assert!(std::time::Instant::now() < deadline, "the job's program {pid} outlived bts by 5 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(5), || !alive(), || format!("the job's program {pid} outlived bts by 5 s"));
 }
 
 /// A program dies with bts even when bts is killed with -9 and has no time to kill it, with what
@@ -291,12 +282,10 @@ fn a_run_quit_at_once_leaves_no_program_behind() {
 #[test]
 fn a_program_dies_with_bts_killed_by_signal_9() {
     let dir = tempfile::tempdir().unwrap();
-    let (program, pid_file) = (dir.path().join("slow.sh"), dir.path().join("slow.pid"));
-    let script = "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a';;\n\
-                  a) echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; sleep 60;;\nesac\necho 'done 1'\n";
-    std::fs::write(&program, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pid_file = dir.path().join("slow.pid");
+    let text = "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a';;\n\
+                a) echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; sleep 60;;\nesac\necho 'done 1'\n";
+    let program = script(dir.path(), "slow.sh", text);
     let args = ["run", "--workers", "1", "--progress", "never", "--count-only", "exec", "--"];
     let master = bts_command()
         .args([&args[..], &[program.to_str().unwrap(), pid_file.to_str().unwrap()]].concat())
@@ -304,11 +293,7 @@ fn a_program_dies_with_bts_killed_by_signal_9() {
         .spawn()
         .unwrap();
     let mut run = Killed { master, group_file: pid_file.clone() };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !pid_file.exists() {
-        assert!(std::time::Instant::now() < deadline, "the job did not start within 30 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(30), || pid_file.exists(), || "the job did not start within 30 s".into());
     // The program's group: the script and its sleep.
     let group = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
     let members = || {
@@ -321,18 +306,11 @@ fn a_program_dies_with_bts_killed_by_signal_9() {
             .filter(|f| f[2] == group && f[0] != "Z")
             .count()
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while members() < 2 {
-        assert!(std::time::Instant::now() < deadline, "the script's sleep did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(10), || members() >= 2, || "the script's sleep did not start".into());
     signal(&run.master, "-KILL");
     wait_bounded(&mut run.master, Duration::from_secs(10));
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while members() > 0 {
-        assert!(std::time::Instant::now() < deadline, "{} of the job's processes outlived bts by 5 s", members());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let outlived = || format!("{} of the job's processes outlived bts by 5 s", members());
+    wait_until(Duration::from_secs(5), || members() == 0, outlived);
 }
 
 #[test]
@@ -594,11 +572,7 @@ fn an_unwritable_checkpoint_path_is_refused_up_front() {
 
 /// Waits until `path` exists (a run has written its first checkpoint).
 fn wait_for(path: &Path) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !path.exists() {
-        assert!(std::time::Instant::now() < deadline, "{} never appeared", path.display());
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(Duration::from_secs(30), || path.exists(), || format!("{} never appeared", path.display()));
 }
 
 /// A run of queens stopped by its node limit: its checkpoint and output file, both in `dir`.

@@ -269,15 +269,6 @@ fn log_lines_go_to_the_log_tagged_with_the_worker() {
     assert!(stderr(&o).contains("hello from the root") && stderr(&o).contains("logger.sh#0"), "{}", stderr(&o));
 }
 
-/// Writes an executable script.
-fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
 /// Nodes are bytes: a node that is not UTF-8, or ends in a carriage return, reaches the program
 /// that continues it exactly as the program that returned it wrote it, in both modes.
 #[test]
@@ -554,11 +545,7 @@ fn a_leaving_remote_worker_does_not_try_a_failing_job_again() {
         .spawn()
         .unwrap();
     let started = dir.path().join("hang.sh.started");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !started.exists() {
-        assert!(std::time::Instant::now() < deadline, "the job did not start");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until(std::time::Duration::from_secs(30), || started.exists(), || "the job did not start".into());
     let asked = std::time::Instant::now();
     signal(&worker, "-TERM");
     let w = worker.wait_with_output().unwrap();

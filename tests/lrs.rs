@@ -304,10 +304,8 @@ fn the_head_of_the_input_and_of_the_output_file_are_read_as_lrs_reads_them() {
     let file = dir.path().join("latin.ine");
     std::fs::write(&file, [&b"caf\xe9\n"[..], cube(3).split_once('\n').unwrap().1.as_bytes()].concat()).unwrap();
     let given = dir.path().join("given");
-    let wrapper = dir.path().join("lrs-wrapper.sh");
-    std::fs::write(&wrapper, format!("#!/bin/sh\ntee -a {} | lrs \"$@\"\n", given.display())).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wrapper =
+        script(dir.path(), "lrs-wrapper.sh", &format!("#!/bin/sh\ntee -a {} | lrs \"$@\"\n", given.display()));
     let (records, s) = run_lrs(dir.path(), &["--workers", "2", "--budget", "2"], &file);
     let plain = plain_lrs(&file);
     assert_eq!(sorted_lines(&records), plain.records);

@@ -449,11 +449,8 @@ fn a_second_launch_on_a_running_launchs_rendezvous_file_leaves_it_alone() {
     let r = rendezvous.to_str().unwrap();
     let first = ["run", "--rendezvous", r, "--progress", "never", "--time-limit", "3", "uts", "--preset", "T1XL"];
     let master = spawn_rank(&first, &[("PMIX_RANK", "0"), ("PMIX_NAMESPACE", "first")]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_to_string(&rendezvous).map_or(true, |t| !t.contains(':')) {
-        assert!(Instant::now() < deadline, "the master did not announce itself");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let announced = || std::fs::read_to_string(&rendezvous).is_ok_and(|t| t.contains(':'));
+    wait_until(Duration::from_secs(20), announced, || "the master did not announce itself".into());
     let announced = std::fs::read_to_string(&rendezvous).unwrap();
     let second = spawn_rank(
         &["run", "--rendezvous", r, "queens", "--n", "4"],

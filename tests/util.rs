@@ -89,3 +89,21 @@ pub fn kill_9_until_done(run: &[&str], resume: &[&str], mut delay_ms: u64, step_
         assert!(kills < 40, "the run never finished");
     }
 }
+
+/// Writes an executable script `name` into `dir`.
+pub fn script(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// Waits, at most `limit`, until `done()`; then fails saying `what` (did not happen in time).
+pub fn wait_until(limit: Duration, mut done: impl FnMut() -> bool, what: impl FnOnce() -> String) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{}", what());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -428,6 +428,18 @@ struct Process {
     link: Box<dyn ProcessLink>,
 }
 
+/// Ends a polling run at once: the local workers are told to finish, the remote processes'
+/// connections closed, and what was committed flushed.
+fn let_go(routes: &PollingRoutes<'_>, processes: &BTreeMap<u64, Process>, output: &mut dyn Output) -> io::Result<()> {
+    for inbox in routes.local {
+        let _ = inbox.send(PeerMsg::Finish);
+    }
+    for p in processes.values() {
+        p.link.close();
+    }
+    output.flush()
+}
+
 /// How often a distributed run looks for its end.
 const WAVE_EVERY: Duration = Duration::from_millis(20);
 
@@ -547,23 +559,11 @@ pub fn drive_polling(
             Event::Poll(report) => coordinator.handle(report),
             Event::Stop(reason) => coordinator.request_pause(PauseFor::Stop(reason)),
             Event::Abort(reason) => {
-                for inbox in routes.local {
-                    let _ = inbox.send(PeerMsg::Finish);
-                }
-                for p in processes.values() {
-                    p.link.close();
-                }
-                output.flush()?;
+                let_go(routes, &processes, output)?;
                 return Ok(Outcome::Stopped(reason));
             }
             Event::Died(failure) => {
-                for inbox in routes.local {
-                    let _ = inbox.send(PeerMsg::Finish);
-                }
-                for p in processes.values() {
-                    p.link.close();
-                }
-                output.flush()?;
+                let_go(routes, &processes, output)?;
                 observer.finish(coordinator);
                 return Ok(Outcome::Failed(failure));
             }

@@ -43,11 +43,7 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
     let mut options = run_options(args, None)?;
     let output_path = args.output.output.as_deref().filter(|_| !args.output.count_only);
     files::check(args, output_path, options.checkpoint.as_deref())?;
-    let _lock = options.checkpoint.as_deref().map(|c| RunLock::take(c, "checkpoint")).transpose()?;
-    let _address_lock = address_lock(&options)?;
-    if let Some(checkpoint) = &options.checkpoint {
-        files::check_replaceable(checkpoint, None)?;
-    }
+    let _locks = lock_run_files(&options, None)?;
     let frame = searcher.file_frame(None);
     let mut warnings = stdout_warnings(&options);
     if options.checkpoint.is_some() {
@@ -60,6 +56,19 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
     options.output_path = output_path.clone();
     let framed = output_path.zip(frame.is_some().then(|| Arc::clone(&searcher)));
     execute(args, Run::with_searcher(spec, searcher).options(options), output, false, framed)
+}
+
+/// Takes the locks of the files the run replaces as it goes, held to its end: its checkpoint, which
+/// must not be another run's (`resumed_from`: the checkpoint a resumed run carries on), and its
+/// address file.
+fn lock_run_files(options: &RunOptions, resumed_from: Option<&Path>) -> Result<Vec<RunLock>, CliError> {
+    let mut locks = Vec::new();
+    if let Some(checkpoint) = &options.checkpoint {
+        locks.push(RunLock::take(checkpoint, "checkpoint")?);
+        files::check_replaceable(checkpoint, resumed_from)?;
+    }
+    locks.extend(address_lock(options)?);
+    Ok(locks)
 }
 
 /// The lock of the run's address file: two runs given one would take each other's workers, and the
@@ -143,9 +152,7 @@ fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exi
     }
     let output_path = if checkpoint.options.count_only { None } else { resumed_output_path(args, &checkpoint, path)? };
     files::check(args, output_path.as_deref(), Some(&written))?;
-    let _lock = RunLock::take(&written, "checkpoint")?;
-    let _address_lock = address_lock(&options)?;
-    files::check_replaceable(&written, Some(path))?;
+    let _locks = lock_run_files(&options, Some(path))?;
     if resumed_in_place && file_identity(path) != identity {
         return Err(CliError::usage(format!(
             "{} was replaced while it was being read: is another bts running on it?",
