@@ -25,8 +25,8 @@ use bts_master::{
 };
 use bts_protocol::Returned;
 use bts_protocol::polling::{Counts, PeerMsg, SplitRule};
-use bts_protocol::{JobFailure, JobId, ToWorker, TreeSpec};
 use bts_protocol::{PeerEntry, WireMode};
+use bts_protocol::{ToWorker, TreeSpec};
 use bts_worker::peers::{PeerServer, Router};
 use bts_worker::polling::{Shared, Start, Termination, run_polling_worker};
 use bts_worker::{RunnerSettings, Searcher, Tree, TreeSearcher, WorkerLoop, run_worker};
@@ -406,18 +406,7 @@ impl Run {
             let (shared, to_master, start) = (Arc::clone(&shared), events_tx.clone(), starts.remove(0));
             threads.push(spawn(format!("bts-poll-{me}"), move || {
                 let mut report = |r| to_master.send(Event::Poll(r)).is_ok();
-                let run = std::panic::AssertUnwindSafe(|| {
-                    run_polling_worker(me as u32, stack, start, inbox, shared, &mut report, seed)
-                });
-                // A worker that dies takes its stack with it: the run cannot go on (nor wait for it).
-                if let Err(panic) = std::panic::catch_unwind(run) {
-                    let why = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned());
-                    let message =
-                        format!("random-polling worker {me} died: {}", why.unwrap_or_else(|| "a panic".into()));
-                    let failure = JobFailure { id: JobId(0), node: "(the nodes on its stack)".into(), message };
+                if let Err(failure) = run_polling_worker(me as u32, stack, start, inbox, shared, &mut report, seed) {
                     let _ = to_master.send(Event::Died(failure));
                 }
             })?);

@@ -241,36 +241,41 @@ fn polling_refuses_what_it_cannot_do() {
     }
 }
 
+/// A node that serialises only when it is one of the first three.
+#[derive(Debug, serde::Deserialize)]
+struct Fragile(u64);
+
+impl serde::Serialize for Fragile {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            0..=2 => s.serialize_u64(self.0),
+            _ => Err(serde::ser::Error::custom("fragile")),
+        }
+    }
+}
+
+/// A complete binary tree of height 22 of fragile nodes, numbered in heap order.
+struct FragileBinary;
+
+impl Tree for FragileBinary {
+    type Node = Fragile;
+    type Children<'a> = std::vec::IntoIter<Fragile>;
+    fn root(&self) -> Fragile {
+        Fragile(0)
+    }
+    fn children<'a>(&'a self, node: &Fragile, depth: u32) -> Self::Children<'a> {
+        match depth {
+            22 => Vec::new().into_iter(),
+            _ => vec![Fragile(2 * node.0 + 1), Fragile(2 * node.0 + 2)].into_iter(),
+        }
+    }
+}
+
 /// A node that does not serialise, in random polling, where nodes are serialised only when a
 /// worker hands them on: the worker's thread dies, and the run fails at once, naming the node,
 /// rather than waiting for that worker forever.
 #[test]
 fn a_node_that_does_not_serialise_fails_a_polling_run() {
-    #[derive(Debug, serde::Deserialize)]
-    struct Fragile(u64);
-    impl serde::Serialize for Fragile {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            match self.0 {
-                0..=2 => s.serialize_u64(self.0),
-                _ => Err(serde::ser::Error::custom("fragile")),
-            }
-        }
-    }
-    /// A complete binary tree of height 22, nodes numbered in heap order.
-    struct Binary;
-    impl Tree for Binary {
-        type Node = Fragile;
-        type Children<'a> = std::vec::IntoIter<Fragile>;
-        fn root(&self) -> Fragile {
-            Fragile(0)
-        }
-        fn children<'a>(&'a self, node: &Fragile, depth: u32) -> Self::Children<'a> {
-            match depth {
-                22 => Vec::new().into_iter(),
-                _ => vec![Fragile(2 * node.0 + 1), Fragile(2 * node.0 + 2)].into_iter(),
-            }
-        }
-    }
     let dir = tempfile::tempdir().unwrap();
     let options = RunOptions {
         checkpoint: Some(dir.path().join("run.ckpt")),
@@ -279,11 +284,57 @@ fn a_node_that_does_not_serialise_fails_a_polling_run() {
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(Run::new("fragile", Binary).options(options).run(&mut std::io::sink()).map(|f| f.outcome));
+        let _ =
+            tx.send(Run::new("fragile", FragileBinary).options(options).run(&mut std::io::sink()).map(|f| f.outcome));
     });
     let outcome = rx.recv_timeout(Duration::from_secs(60)).expect("the run did not end within 60 s");
     match outcome {
         Ok(bts::Outcome::Failed(f)) => assert!(f.message.contains("cannot serialise node"), "{f:?}"),
         other => panic!("{other:?}"),
     }
+}
+
+#[derive(clap::Parser)]
+#[command(name = "fragile", no_binary_name = true)]
+struct NoArgs {}
+
+/// The same on a remote worker process (here a thread running `bts worker`): the run fails at
+/// once, naming the node and the worker, rather than waiting for the dead thread's pause; the
+/// worker ends.
+#[test]
+fn a_remote_polling_worker_whose_thread_dies_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let address = dir.path().join("address");
+    let options = RunOptions {
+        workers: 0,
+        listen: Some(bts::ListenOptions {
+            address_file: Some(address.clone()),
+            ..bts::ListenOptions::new("127.0.0.1:0")
+        }),
+        checkpoint: Some(dir.path().join("run.ckpt")),
+        checkpoint_every: Some(Duration::from_millis(10)),
+        ..polling(0, SplitRule::Alternate, PollingStart::Selective)
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ =
+            tx.send(Run::new("fragile", FragileBinary).options(options).run(&mut std::io::sink()).map(|f| f.outcome));
+    });
+    let mut registry = bts::Registry::empty();
+    registry.register::<NoArgs, _>("fragile", |_| Ok(FragileBinary));
+    let worker = std::thread::spawn(move || {
+        let args = ["bts", "worker", "--threads", "2", "--retry", "10", "--connect-file", address.to_str().unwrap()];
+        bts::cli::run(&registry, args.map(Into::into))
+    });
+    let outcome = rx.recv_timeout(Duration::from_secs(60)).expect("the run did not end within 60 s");
+    match outcome {
+        Ok(bts::Outcome::Failed(f)) => {
+            assert!(f.message.contains("cannot serialise node"), "{f:?}");
+            assert!(f.message.contains("remote worker at 127.0.0.1:"), "{f:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // It is told the run is over, rather than trying to join it again for its 10 s.
+    wait_until(Duration::from_secs(5), || worker.is_finished(), || "the worker did not end within 5 s".into());
+    assert_eq!(worker.join().unwrap(), bts::cli::Exit::Complete);
 }

@@ -33,9 +33,6 @@ impl Link for Sender<ToWorker> {
 /// How the master reaches a remote process of a random-polling run.
 pub trait ProcessLink: Send {
     fn send(&self, frame: MasterFrame) -> bool;
-
-    /// Cuts the process off.
-    fn close(&self);
 }
 
 /// What reaches the master, from whatever carries it.
@@ -428,14 +425,16 @@ struct Process {
     link: Box<dyn ProcessLink>,
 }
 
-/// Ends a polling run at once: the local workers are told to finish, the remote processes'
-/// connections closed, and what was committed flushed.
+/// Ends a polling run at once: every worker is told to finish (a remote process then ends as at
+/// a run's end, rather than trying to join the run again), and what was committed flushed.
 fn let_go(routes: &PollingRoutes<'_>, processes: &BTreeMap<u64, Process>, output: &mut dyn Output) -> io::Result<()> {
     for inbox in routes.local {
         let _ = inbox.send(PeerMsg::Finish);
     }
     for p in processes.values() {
-        p.link.close();
+        for worker in p.first..p.first + p.count {
+            p.link.send(MasterFrame::Peer { worker, message: PeerMsg::Finish });
+        }
     }
     output.flush()
 }

@@ -219,12 +219,12 @@ async fn serve_connection(
     if polling {
         let process = shared.ids.fetch_add(1, Ordering::SeqCst);
         tracing::info!(%peer, threads, process, "remote polling worker joined");
-        let link = Box::new(ProcessConnection { tx, stream: Arc::clone(&handle) });
+        let link = Box::new(tx);
         if shared.events.send(Event::ProcessJoined { process, threads, peer_address, link }).is_err() {
             return;
         }
         let ended = tokio::select! {
-            ended = read_polling(&mut frames, silence, process, &shared.events) => ended,
+            ended = read_polling(&mut frames, silence, process, peer, &shared.events) => ended,
             // The run is over: the writer says so; the worker's goodbye is not waited for.
             () = shared.over.cancelled() => return,
         };
@@ -413,10 +413,21 @@ async fn read_loop(
 }
 
 /// Reads a polling process's frames until the connection ends.
-async fn read_polling(frames: &mut Frames, silence: Duration, process: u64, events: &Sender<Event>) -> Ended {
+async fn read_polling(
+    frames: &mut Frames,
+    silence: Duration,
+    process: u64,
+    peer: &str,
+    events: &Sender<Event>,
+) -> Ended {
     read_frames(frames, silence, |frame| {
         let event = match frame {
             WorkerFrame::Report(report) => Event::Poll(report),
+            // One of its threads died, and its stack with it.
+            WorkerFrame::Message { message: FromWorker::Failed(mut failure), .. } => {
+                failure.message = format!("{} (on the remote worker at {peer})", failure.message);
+                Event::Died(failure)
+            }
             WorkerFrame::Counts { wave, counts } => Event::Counts { process, wave, counts },
             WorkerFrame::Leave => Event::ProcessLeaving(process),
             WorkerFrame::Pong { .. } => return Ok(()),
@@ -493,18 +504,9 @@ fn push(frame: &MasterFrame, out: &mut Vec<u8>) -> bool {
 }
 
 /// A remote polling process, as the driver sees it.
-struct ProcessConnection {
-    tx: UnboundedSender<MasterFrame>,
-    stream: Arc<std::net::TcpStream>,
-}
-
-impl ProcessLink for ProcessConnection {
+impl ProcessLink for UnboundedSender<MasterFrame> {
     fn send(&self, frame: MasterFrame) -> bool {
-        self.tx.send(frame).is_ok()
-    }
-
-    fn close(&self) {
-        let _ = self.stream.shutdown(Shutdown::Both);
+        UnboundedSender::send(self, frame).is_ok()
     }
 }
 

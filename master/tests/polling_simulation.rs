@@ -2582,7 +2582,7 @@ fn master_threads_that_begin_after_a_join_share_the_root_among_themselves() {
             std::thread::spawn(move || {
                 let mut report = |r| report.send(r).is_ok();
                 let start = bts_worker::polling::Start::Selective { root: start, of: 2 };
-                run_polling_worker(me, stack, start, inbox, shared, &mut report, 1);
+                run_polling_worker(me, stack, start, inbox, shared, &mut report, 1).unwrap();
             })
         })
         .collect();
@@ -2646,7 +2646,7 @@ fn a_rollback_gives_the_master_threads_back_the_node_limit() {
         move || {
             let mut report = |r| report.send(r).is_ok();
             let start = bts_worker::polling::Start::Plain(root);
-            run_polling_worker(0, stack, start, inbox, shared, &mut report, 1);
+            run_polling_worker(0, stack, start, inbox, shared, &mut report, 1).unwrap();
         }
     });
     // The driver, for worker 0 (messages to other workers go nowhere), until `done` or 2 s.

@@ -125,9 +125,16 @@ impl Router {
         Some(PeerEntry { first: self.local.first, count: self.local.inboxes.len() as u32, address })
     }
 
-    /// Delivers a message to a worker of this process.
+    /// Delivers a message to a worker of this process; false if `to` is not one. A message to a
+    /// worker whose thread died is dropped: its process fails the run.
     pub fn deliver_local(&self, to: u32, message: PeerMsg) -> bool {
-        self.try_local(to, message).is_ok()
+        match to.checked_sub(self.local.first).and_then(|i| self.local.inboxes.get(i as usize)) {
+            Some(inbox) => {
+                let _ = inbox.send(message);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Delivers a message to a worker of this process, or hands it back.

@@ -238,8 +238,26 @@ enum Stop {
 }
 
 /// Runs worker `me` until the run ends. With [`Termination::Counter`], every worker must be counted
-/// busy before any starts; a worker that starts with nothing takes itself off.
+/// busy before any starts; a worker that starts with nothing takes itself off. `Err`: the worker
+/// died outside any node's visit (a node that does not serialise as it is handed on); its stack
+/// went with it, so the run cannot go on, nor wait for it.
 pub fn run_polling_worker(
+    me: u32,
+    stack: Box<dyn StackWorker>,
+    start: Start,
+    inbox: Receiver<PeerMsg>,
+    shared: Arc<Shared>,
+    report: &mut dyn FnMut(PollReport) -> bool,
+    seed: u64,
+) -> Result<(), JobFailure> {
+    crate::unwind::catch(|| run(me, stack, start, inbox, shared, report, seed)).map_err(|why| JobFailure {
+        id: JobId(0),
+        node: "(the nodes on its stack)".into(),
+        message: format!("random-polling worker {me} died: {why}"),
+    })
+}
+
+fn run(
     me: u32,
     stack: Box<dyn StackWorker>,
     start: Start,
@@ -709,7 +727,7 @@ mod tests {
             let shared = Arc::clone(&shared);
             std::thread::spawn(move || {
                 let mut report = |r| reports_tx.send(r).is_ok();
-                run_polling_worker(0, stack, Start::Nodes(vec![root]), inbox, shared, &mut report, 1);
+                run_polling_worker(0, stack, Start::Nodes(vec![root]), inbox, shared, &mut report, 1).unwrap();
             })
         };
         std::thread::sleep(Duration::from_millis(50));

@@ -292,7 +292,11 @@ impl PollingProcess<'_> {
             let me = first + i as u32;
             let thread = std::thread::Builder::new().name(format!("bts-poll-{me}")).spawn(move || {
                 let mut report = |r| frames.send(WorkerFrame::Report(r)).is_ok();
-                run_polling_worker(me, stack, Start::Await, inbox, shared, &mut report, seed);
+                if let Err(failure) = run_polling_worker(me, stack, Start::Await, inbox, shared, &mut report, seed) {
+                    // The master fails the run: it cannot wait for this worker's pause.
+                    let _ =
+                        frames.send(WorkerFrame::Message { thread: i as u32, message: FromWorker::Failed(failure) });
+                }
             });
             threads.push(thread.map_err(|e| lost(format!("cannot start a thread: {e}")))?);
         }
