@@ -7,6 +7,8 @@ use crate::run::Stopper;
 use bts_master::StopReason;
 use bts_protocol::runtime::runtime;
 use bts_worker::remote::CancellationToken;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// The signals that stop bts.
@@ -79,15 +81,45 @@ pub fn leave_on_signal(leave: CancellationToken) {
     });
 }
 
+/// Signals delivered so far, counted in the handler itself: tokio wakes its task once for signals
+/// that come before the task runs, so two quick Ctrl-C on a busy machine would look like one.
+static DELIVERED: AtomicU32 = AtomicU32::new(0);
+
+/// Counts the stopping signals into [`DELIVERED`], once a process; false if it cannot.
+fn count_signals() -> bool {
+    static COUNTING: OnceLock<bool> = OnceLock::new();
+    *COUNTING.get_or_init(|| {
+        [libc::SIGINT, libc::SIGTERM, libc::SIGHUP]
+            .into_iter()
+            // A hangup stays ignored under `nohup`.
+            .filter(|&signal| signal != libc::SIGHUP || !ignored(signal))
+            // SAFETY: the action only adds to an atomic, which is async-signal-safe.
+            .map(|signal| unsafe {
+                signal_hook_registry::register(signal, || _ = DELIVERED.fetch_add(1, Ordering::SeqCst))
+            })
+            .all(|registered| registered.is_ok())
+    })
+}
+
 /// Calls `act` with the count of signals so far (from 1) and the signal's number, for each one.
 fn on_signals(mut act: impl FnMut(u32, libc::c_int) + Send + 'static) {
     let _runtime = runtime().enter();
+    // Counted before tokio's handler wakes the task: a signal's actions run in the order they
+    // were registered.
+    let counting = count_signals();
+    let before = DELIVERED.load(Ordering::SeqCst);
     let Some(mut stops) = Stops::install() else { return };
     runtime().spawn(async move {
         let mut seen = 0;
         while let Some(signal) = stops.next().await {
-            seen += 1;
-            act(seen, signal);
+            let delivered = match counting {
+                true => DELIVERED.load(Ordering::SeqCst) - before,
+                false => seen + 1,
+            };
+            while seen < delivered {
+                seen += 1;
+                act(seen, signal);
+            }
         }
     });
 }
@@ -98,5 +130,28 @@ fn ignored(signal: libc::c_int) -> bool {
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
         libc::sigaction(signal, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    /// Two signals before the task wakes count as two: the second Ctrl-C quits.
+    #[test]
+    fn signals_in_quick_succession_each_count() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        super::on_signals(move |seen, signal| {
+            let _ = tx.send((seen, signal));
+        });
+        // SAFETY: the handlers installed above replace the default action; `raise` runs them on
+        // this thread before it returns, so both come before the task can wake.
+        unsafe {
+            libc::raise(libc::SIGINT);
+            libc::raise(libc::SIGINT);
+        }
+        let wait = || rx.recv_timeout(Duration::from_secs(10)).expect("a signal was not seen");
+        assert_eq!([wait(), wait()], [(1, libc::SIGINT), (2, libc::SIGINT)]);
+        assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "a signal was counted twice");
     }
 }
