@@ -151,6 +151,23 @@ fn history_and_job_sizes_are_written_as_the_run_goes() {
     assert_eq!(sizes.iter().sum::<u64>(), 4_130_071);
 }
 
+/// In either mode the history's last row counts the run's workers, idle at the end.
+#[test]
+fn the_historys_last_row_counts_the_workers_in_either_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let hist = dir.path().join("h.csv");
+    for mode in ["budget", "polling"] {
+        let args = ["run", "--mode", mode, "--workers", "2", "--hist", hist.to_str().unwrap(), "queens", "--n", "9"];
+        let o = bts(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let text = std::fs::read_to_string(&hist).unwrap();
+        let last: Vec<&str> = text.lines().last().unwrap().split(',').collect();
+        // nodes, busy_workers, workers: queens 9's tree has 8,394 nodes (counted by a brute force
+        // over partial placements, row by row).
+        assert_eq!((last[1], last[4], last[5]), ("8394", "0", "2"), "{mode}: {text}");
+    }
+}
+
 /// A resumed run given the history file of the run it resumes carries it on: the rows up to the
 /// checkpoint stay (those a run wrote after it, before it died, go), its own follow.
 #[test]

@@ -805,8 +805,9 @@ impl RunView for Coordinator {
         0
     }
 
+    /// The workers taking part, those done at the end included (the history's last row).
     fn workers(&self) -> usize {
-        self.slots.iter().filter(|s| matches!(s.state, State::Running | State::Paused { .. })).count()
+        self.slots.iter().filter(|s| !matches!(s.state, State::Gone | State::Left)).count()
     }
 
     fn busy_workers(&self) -> usize {
