@@ -494,7 +494,7 @@ fn bad_inputs_are_refused_with_exit_2_and_lrss_message() {
         // Programs that are not lrs.
         (vec!["run", "lrs", cube_file, "--lrs", "/bin/cat"], "/bin/cat does not behave as lrs"),
         (vec!["run", "lrs", cube_file, "--lrs", "/bin/false"], "/bin/false does not behave as lrs"),
-        (vec!["run", "lrs", junk.to_str().unwrap()], "no begin line"),
+        (vec!["run", "lrs", junk.to_str().unwrap()], "there is no `begin`"),
         (vec!["run", "lrs", "/nonexistent/in.ine"], "cannot read the input /nonexistent/in.ine"),
         (vec!["run", "lrs", cube_file, "--lrs", "/nonexistent/lrs"], "no such file"),
         (vec!["run", "lrs"], "FILE"),
@@ -524,6 +524,11 @@ fn the_inputs_own_depth_limit_and_per_basis_options_give_plain_lrss_results() {
     cases.push(("cross-maxdepth.ine".into(), format!("{}maxdepth 9\nprintcobasis 1\nmaxdepth\n2\n", cross(4))));
     cases.push(("cross-printing.ine".into(), format!("{}printslack\nincidence\n* maxcobases 1\n", cross(4))));
     cases.push(("cube-truncate.ine".into(), format!("{}truncate\n", cube(4))));
+    // lrs reads words: `begin` and the size on the lines of other words, or split.
+    let inline = cross(4).replace("H-representation\nbegin\n16 5 rational", "H-representation begin 16 5 rational");
+    cases.push(("cross-begin-inline.ine".into(), format!("{inline}maxdepth 1\n")));
+    let split = cross(4).replace("16 5 rational", "16\n5\nrational");
+    cases.push(("cross-size-split.ine".into(), format!("{split}maxdepth 2\n")));
     for (name, text) in cases {
         let file = dir.path().join(&name);
         std::fs::write(&file, text).unwrap();
@@ -562,9 +567,13 @@ fn whole_run_options_in_the_input_are_refused_by_name() {
         "voronoi",
         "redund_list 2 1 2",
         "checkpoint",
+        "Voronoi",
+        "triangulation",
     ];
-    for option in options {
-        std::fs::write(&file, format!("{}{option}\n", cube(3))).unwrap();
+    // Also when `begin` shares its line with the size, as lrs allows.
+    let inline = cube(3).replace("begin\n", "begin ");
+    for (option, input) in options.iter().flat_map(|o| [(o, cube(3)), (o, inline.clone())]) {
+        std::fs::write(&file, format!("{input}{option}\n")).unwrap();
         let o = bts(&["run", "lrs", file.to_str().unwrap()]);
         let name = option.split(' ').next().unwrap();
         assert_eq!(o.status.code(), Some(2), "{option}: {}", stderr(&o));

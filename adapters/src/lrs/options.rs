@@ -48,7 +48,7 @@ pub fn header(input: &str) -> Header {
 }
 
 /// The options refused, and why.
-const REFUSED: [(&str, &str); 20] = [
+const REFUSED: [(&str, &str); 22] = [
     ("maxcobases", "limits the whole run, which bts splits into jobs of their own budgets (--node-limit counts bases)"),
     ("maxoutput", "limits the output of the whole run, which bts splits into jobs"),
     ("mindepth", "is set by bts for each job"),
@@ -66,25 +66,29 @@ const REFUSED: [(&str, &str); 20] = [
     ("redund", "is not an enumeration"),
     ("redund_list", "is not an enumeration"),
     ("voronoi", "prints Voronoi vertices and cobases in a form bts does not read"),
+    ("Voronoi", "prints Voronoi vertices and cobases in a form bts does not read"),
+    ("triangulation", "prints the triangulation's simplices as cobasis lines, which bts does not keep as records"),
     ("checkpoint", "makes lrs write checkpoints of its own (bts checkpoints the run: --checkpoint FILE)"),
     ("volume", "adds up a volume over the whole run, and bts does not add up the jobs' volumes"),
     ("debug", "prints tableaux that cannot be told apart from the records"),
 ];
 
-/// Reads the options of `input` (an lrs input file's text): the words after the matrix, which
-/// lrs reads as m·n numbers after `begin` and `m n <type>` (`end` is optional).
+/// Reads the options of `input` (an lrs input file's text): the words after the matrix. lrs reads
+/// words, not lines: `begin`, then `m n <type>`, then m·n numbers (`end` is optional), wherever the
+/// line breaks fall.
 pub fn read(input: &str) -> Result<InputOptions, String> {
     let mut options = InputOptions::default();
-    let mut lines = input.lines().skip_while(|l| l.trim() != "begin").skip(1);
-    let Some(size_line) = lines.next() else { return Ok(options) };
-    let mut size_line = words_of(size_line);
-    let size: Vec<_> = size_line.by_ref().take(2).map(str::parse::<usize>).collect();
+    let mut words = input.lines().flat_map(words_of).skip_while(|&w| w != "begin");
+    if words.next().is_none() {
+        return Err("there is no `begin`: lrs reads the matrix after it, and this is no lrs input".into());
+    }
+    let size: Vec<_> = words.by_ref().take(2).map(str::parse::<usize>).collect();
     let &[Ok(m), Ok(n)] = size.as_slice() else {
         // No matrix that lrs can read: the input check says what lrs makes of it.
         return Ok(options);
     };
-    // lrs reads numbers, not lines: the matrix may begin on the size line, after the number type.
-    let mut words = size_line.skip(1).chain(lines.flat_map(words_of));
+    // The number type.
+    words.next();
     // A matrix cut short would take the option lines bts appends as numbers, and lrs would
     // complain of words the user never wrote.
     let numbers = m.saturating_mul(n);
@@ -111,10 +115,10 @@ pub fn read(input: &str) -> Result<InputOptions, String> {
             return Err(format!("the input's option `{word}` {why}: bts run lrs cannot take it; remove it"));
         }
         if word == "maxdepth" {
-            let depth = words.next().and_then(|d| d.parse::<u32>().ok());
+            let depth = words.next().and_then(|d| d.parse::<u64>().ok());
             let depth = depth.ok_or("the input's option `maxdepth` needs a depth (a number from 0)")?;
-            // The last one counts, as in lrs.
-            options.max_depth = Some(depth);
+            // The last one counts, as in lrs; beyond any depth a tree reaches, it is no limit.
+            options.max_depth = Some(u32::try_from(depth).unwrap_or(u32::MAX));
         }
     }
     Ok(options)
@@ -163,6 +167,33 @@ mod tests {
         assert!(read("cube\nbegin\n2 2 rational\n1 1 * a row\n1\n").is_err());
         // The matrix may start on the size line.
         assert_eq!(read("cube\nbegin\n2 2 rational 1 1\n1 -1 maxdepth 1\n"), Ok(InputOptions { max_depth: Some(1) }));
+    }
+
+    #[test]
+    fn begin_and_the_size_are_words_wherever_the_lines_break() {
+        let matrix = "1 1 0\n1 -1 0\n1 0 1\n";
+        for head in [
+            "cube begin 3 3 rational\n",
+            "begin 3\n3\nrational\n",
+            "begin\n3 3\nrational ",
+            "H-representation begin 3 3 integer\n",
+        ] {
+            let text = format!("{head}{matrix}end\nmaxdepth 1\n");
+            assert_eq!(read(&text), Ok(InputOptions { max_depth: Some(1) }), "{text}");
+            let e = read(&format!("{head}{matrix}end\nmaxcobases 3\n")).unwrap_err();
+            assert!(e.contains("`maxcobases`"), "{e}");
+        }
+        // `begin` in a comment is not lrs's.
+        let e = read("cube * begin\n3 3 rational\n").unwrap_err();
+        assert!(e.contains("no `begin`"), "{e}");
+        assert!(read("").unwrap_err().contains("no `begin`"));
+    }
+
+    #[test]
+    fn a_depth_beyond_any_tree_is_no_limit() {
+        let e = |tail: &str| read(&format!("{CUBE}{tail}"));
+        assert_eq!(e("maxdepth 4294967296\n"), Ok(InputOptions { max_depth: Some(u32::MAX) }));
+        assert!(e("maxdepth -1\n").unwrap_err().contains("needs a depth"));
     }
 
     #[test]
