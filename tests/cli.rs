@@ -175,6 +175,30 @@ fn a_hangup_stops_the_run_unless_nohup_ignores_it() {
 }
 
 /// Bad input: exit status 2, one line naming the problem, no panic.
+/// A run's output, summary or history given the tree's own file (its input, its program) would
+/// destroy it, and a resume could never read it again: refused, the file left as it was.
+#[test]
+fn a_file_the_tree_reads_is_not_written_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = dir.path().join("items.txt");
+    std::fs::write(&items, "10\n6 5\n5 4\n4 3\n").unwrap();
+    let items_s = items.to_str().unwrap();
+    let program = script(dir.path(), "prog.sh", "#!/bin/sh\necho 'done 1'\n");
+    let with_eq = format!("--file={items_s}");
+    let cases: [(Vec<&str>, &str); 3] = [
+        (vec!["run", "--output", items_s, "knapsack", "--file", items_s], "--output"),
+        (vec!["run", "--summary-json", items_s, "knapsack", &with_eq], "--summary-json"),
+        (vec!["run", "--hist", program.to_str().unwrap(), "exec", "--", program.to_str().unwrap()], "--hist"),
+    ];
+    for (args, option) in cases {
+        let o = bts(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("the tree's own file") && stderr(&o).contains(option), "{}", stderr(&o));
+    }
+    assert_eq!(std::fs::read_to_string(&items).unwrap(), "10\n6 5\n5 4\n4 3\n");
+    assert_eq!(std::fs::read_to_string(&program).unwrap(), "#!/bin/sh\necho 'done 1'\n");
+}
+
 #[test]
 fn bad_input_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();

@@ -6,6 +6,7 @@ use super::CliError;
 use super::args::RunArgs;
 use bts_checkpoints::{Checkpoint, OutputSum, sum_prefix};
 use bts_master::Output;
+use bts_protocol::TreeSpec;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
@@ -33,9 +34,15 @@ pub fn checkpoint_path(path: &Path) -> PathBuf {
 }
 
 /// Checks the files a run will use, before any is opened for writing: no file given to two
-/// options, and every file to be written in an existing folder, and writable if it exists.
-/// `output` and `checkpoint` are the run's (when resuming, those the checkpoint names).
-pub fn check(args: &RunArgs, output: Option<&Path>, checkpoint: Option<&Path>) -> Result<(), CliError> {
+/// options, none that the tree's options name (its input, a program), and every file to be
+/// written in an existing folder, and writable if it exists. `output` and `checkpoint` are the
+/// run's (when resuming, those the checkpoint names).
+pub fn check(
+    args: &RunArgs,
+    tree: &TreeSpec,
+    output: Option<&Path>,
+    checkpoint: Option<&Path>,
+) -> Result<(), CliError> {
     let o = &args.output;
     let summary = o.summary_json.as_deref().filter(|p| p.as_os_str() != "-");
     let written = [
@@ -60,6 +67,18 @@ pub fn check(args: &RunArgs, output: Option<&Path>, checkpoint: Option<&Path>) -
             return Err(CliError::usage(format!(
                 "{} is given as both {b} and {a}: give each its own file",
                 path_a.display()
+            )));
+        }
+    }
+    // A tree's files are its options' words, or what follows `=` in `--file=F`.
+    let tree_files = tree.args.iter().flat_map(|a| [Some(a.as_str()), a.split_once('=').map(|(_, f)| f)]).flatten();
+    for word in tree_files.filter(|w| std::fs::metadata(w).is_ok_and(|m| m.is_file())) {
+        if let Some((option, ..)) =
+            written.iter().find(|(_, path, _)| path.is_some_and(|p| same_file(p, Path::new(word))))
+        {
+            return Err(CliError::usage(format!(
+                "{word} is the tree's own file ({}), and {option} would overwrite it: give {option} another file",
+                tree.command_line()
             )));
         }
     }

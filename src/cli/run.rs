@@ -42,7 +42,7 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
     check_optimising(args, &*searcher, &spec)?;
     let mut options = run_options(args, None)?;
     let output_path = args.output.output.as_deref().filter(|_| !args.output.count_only);
-    files::check(args, output_path, options.checkpoint.as_deref())?;
+    files::check(args, &spec, output_path, options.checkpoint.as_deref())?;
     let _locks = lock_run_files(&options, None)?;
     let frame = searcher.file_frame(None);
     let mut warnings = stdout_warnings(&options);
@@ -151,7 +151,7 @@ fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exi
         checkpoint.budget.base = b;
     }
     let output_path = if checkpoint.options.count_only { None } else { resumed_output_path(args, &checkpoint, path)? };
-    files::check(args, output_path.as_deref(), Some(&written))?;
+    files::check(args, &checkpoint.tree, output_path.as_deref(), Some(&written))?;
     let _locks = lock_run_files(&options, Some(path))?;
     if resumed_in_place && file_identity(path) != identity {
         return Err(CliError::usage(format!(
