@@ -413,11 +413,13 @@ impl Coordinator {
             // process hit an error) dropped its stack, so it is lost, whatever it says.
             tracing::warn!(worker, "a worker left the run on its own: back to the last snapshot");
             self.remove_workers(worker, 1);
+            self.take_solutions_of(report);
             return;
         }
         let resetting = self.reset.as_ref().is_some_and(|r| r.waiting.contains(&worker));
         if !slot_ok || (resetting && !matches!(report, PollReport::ResetDone { .. })) {
             // A worker of a lost process, or a report of the epoch being rolled back.
+            self.take_solutions_of(report);
             return;
         }
         match report {
@@ -459,6 +461,17 @@ impl Coordinator {
                     r.waiting.remove(&worker);
                 }
             }
+        }
+    }
+
+    /// Of a report that does not count, its solutions: they are feasible all the same, and may
+    /// have raised an incumbent that the work done again would have to beat.
+    fn take_solutions_of(&mut self, report: PollReport) {
+        if let PollReport::Progress { progress, .. }
+        | PollReport::Paused { progress, .. }
+        | PollReport::Finished { progress, .. } = report
+        {
+            self.take_solutions(progress.solutions);
         }
     }
 

@@ -2341,6 +2341,31 @@ fn an_answer_to_an_earlier_reset_does_not_complete_a_rollback() {
     assert_eq!(to(d, &sent), vec![PeerMsg::Reset { epoch: 1 }, PeerMsg::Reset { epoch: 2 }, resume(Vec::new(), 2)]);
 }
 
+/// The work of an epoch rolled back does not count, but its solutions do: they raised the
+/// incumbent of the process that found them, whose workers would not offer them again when they
+/// do the work again. So do those of a lost process's last words.
+#[test]
+fn the_solutions_of_work_rolled_back_are_kept() {
+    let mut c = coordinator_at_start();
+    let [a, b, d] = [(); 3].map(|_| c.add_workers(1));
+    drain(&mut c);
+    let found = |worker, value: i64, record: &str| {
+        let best = bts_protocol::Solution { value, record: record.as_bytes().to_vec() };
+        PollReport::Progress { worker, progress: Progress { visited: 1, solutions: vec![best], ..Progress::default() } }
+    };
+    c.remove_workers(b, 1); // Reset{1} to a and d
+    c.handle(found(a, 9, "nine"));
+    c.handle(found(b, 11, "eleven"));
+    c.handle(PollReport::ResetDone { worker: a, epoch: 1 });
+    c.handle(PollReport::ResetDone { worker: d, epoch: 1 });
+    assert!(c.reset_complete().is_some());
+    assert_eq!(c.totals().nodes, 0, "the work rolled back does not count");
+    let best = c.totals().best.clone().expect("the solutions are kept");
+    assert_eq!((best.value, best.records), (11, vec![b"eleven".to_vec()]));
+    let incumbent = PeerMsg::Incumbent(bts_protocol::Incumbent { value: 11, keep_ties: false });
+    assert!(to(d, &drain(&mut c)).contains(&incumbent), "the others are told");
+}
+
 /// A worker that joins after a rollback is told the epoch with its first order (else it would
 /// answer old requests with work their senders drop, and never share work with the others).
 #[test]

@@ -88,7 +88,9 @@ pub trait Optimise: Tree {
 /// committed, so is its record; if it is lost, its process died after the first job was
 /// committed, and the lost job's subtree is searched again later: the same argument applies to
 /// its solution, at a later moment. Processes die finitely often, so some committed job reports an
-/// optimal solution. (Random polling rolls back every worker of a lost process alike.)
+/// optimal solution. (Random polling rolls back every worker of a lost process alike; a worker
+/// whose work is rolled back or done twice, as its start's groups do, still reports the solutions
+/// it offered, and the coordinator takes them.)
 #[derive(Debug)]
 pub struct SharedIncumbent {
     value: AtomicI64,

@@ -186,9 +186,13 @@ pub fn selective_start(
         let leader = me < group;
         while stack.len() == 1 {
             stack.expand_top()?;
-            let p = stack.take_progress();
+            let mut p = stack.take_progress();
             if leader {
                 counted.merge(p);
+            } else {
+                // A solution offered here raised the incumbent this process's workers share: the
+                // leader's visit of the same node may no longer offer it.
+                counted.solutions.append(&mut p.solutions);
             }
         }
         if stack.len() < 2 {
@@ -667,7 +671,13 @@ impl Worker<'_> {
     /// waits for the coordinator's `Resume`.
     fn reset(&mut self, epoch: u32) -> Option<Stop> {
         self.stack.take_all();
-        self.stack.take_progress();
+        let dropped = self.stack.take_progress();
+        // Its solutions raised the incumbent this process's workers share: when the work is done
+        // again, they would not be offered again.
+        if !dropped.solutions.is_empty() {
+            let progress = Progress { solutions: dropped.solutions, ..Progress::default() };
+            let _ = (self.report)(PollReport::Progress { worker: self.me, progress });
+        }
         // The steals of the epoch rolled back go with it, as the coordinator's totals do.
         (self.pieces, self.moved) = (0, 0);
         self.enter(epoch);
