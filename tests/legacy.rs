@@ -143,6 +143,7 @@ def job(node, marker):
         if mode == "leaves": print("done 1 leaves=2", flush=True); return
         if mode == "shallow": print("done 1 max_depth=0", flush=True); return
         if mode == "pruned": print("done 0 pruned=1", flush=True); return
+        if mode == "badsolution": print("solution -9223372036854775808 r", flush=True); return
     print("done 1", flush=True)
 marker = sys.argv[3]
 if persistent:
@@ -178,7 +179,7 @@ fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Opti
 #[test]
 fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, bool, &str); 13] = [
+    let cases: [(&str, bool, &str); 14] = [
         ("exit", true, "ended before `done` (exit status 3)"),
         ("exit", false, "ended before `done` (exit status 3)"),
         ("signal", true, "killed by signal 9"),
@@ -192,6 +193,7 @@ fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
         ("leaves", false, "more leaves than visited nodes; the offending line: \"done 1 leaves=2\""),
         ("shallow", true, "a deepest depth above the job's own node, at depth 1"),
         ("pruned", false, "`pruned=` in a plain enumeration, which prunes nothing"),
+        ("badsolution", true, "a solution whose value is no integer from -2^63+1 to 2^63-1 (-2^63 means none)"),
     ];
     for (mode, persistent, message) in cases {
         let ck = dir.path().join(format!("ck-{mode}-{persistent}"));

@@ -363,6 +363,10 @@ impl ExecRunner {
                     }
                     return Ok((visited, leaves, max_depth, outputs, pruned));
                 }
+                None if line.starts_with(b"solution ") => {
+                    let what = "a solution whose value is no integer from -2^63+1 to 2^63-1 (-2^63 means none)";
+                    return Err(Failure::with_line(what, &line, program));
+                }
                 Some(Line::Solution { .. }) | None => {
                     return Err(Failure::with_line("not a line of the protocol", &line, program));
                 }
