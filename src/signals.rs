@@ -105,7 +105,8 @@ fn count_signals() -> bool {
 fn on_signals(mut act: impl FnMut(u32, libc::c_int) + Send + 'static) {
     let _runtime = runtime().enter();
     // Counted before tokio's handler wakes the task: a signal's actions run in the order they
-    // were registered.
+    // were registered, and nothing in bts listens to signals through tokio before this. (A
+    // program embedding bts that did would have a signal acted on only with the next one.)
     let counting = count_signals();
     let before = DELIVERED.load(Ordering::SeqCst);
     let Some(mut stops) = Stops::install() else { return };
@@ -144,8 +145,8 @@ mod tests {
         super::on_signals(move |seen, signal| {
             let _ = tx.send((seen, signal));
         });
-        // SAFETY: the handlers installed above replace the default action; `raise` runs them on
-        // this thread before it returns, so both come before the task can wake.
+        // SAFETY: the handlers installed above replace the default action. `raise` runs them on
+        // this thread before it returns, so both usually come before the task wakes.
         unsafe {
             libc::raise(libc::SIGINT);
             libc::raise(libc::SIGINT);

@@ -174,7 +174,6 @@ fn a_hangup_stops_the_run_unless_nohup_ignores_it() {
     assert_eq!(wait_bounded(&mut child, Duration::from_secs(20)).code(), Some(3));
 }
 
-/// Bad input: exit status 2, one line naming the problem, no panic.
 /// A run's output, summary or history given the tree's own file (its input, its program) would
 /// destroy it, and a resume could never read it again: refused, the file left as it was.
 #[test]
@@ -199,6 +198,7 @@ fn a_file_the_tree_reads_is_not_written_over() {
     assert_eq!(std::fs::read_to_string(&program).unwrap(), "#!/bin/sh\necho 'done 1'\n");
 }
 
+/// Bad input: exit status 2, one line naming the problem, no panic.
 #[test]
 fn bad_input_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();

@@ -229,6 +229,7 @@ async fn serve_connection(
             () = shared.over.cancelled() => return,
         };
         match ended {
+            Ended::RunOver => return,
             Ended::Closed | Ended::Left => tracing::info!(%peer, process, "remote polling worker left"),
             Ended::Broken(why) => tracing::warn!(%peer, process, "remote polling worker dropped: {why}"),
         }
@@ -251,6 +252,7 @@ async fn serve_connection(
         () = shared.over.cancelled() => return,
     };
     match &reason {
+        Ended::RunOver => return,
         Ended::Closed => tracing::info!(%peer, first_worker = first, "remote worker left"),
         Ended::Broken(why) => tracing::warn!(%peer, first_worker = first, "remote worker dropped: {why}"),
         Ended::Left => tracing::info!(%peer, first_worker = first, "remote worker told to stop left the run"),
@@ -345,8 +347,11 @@ type LastPing = Mutex<Option<(u64, Instant)>>;
 /// How a connection ended.
 #[derive(PartialEq, Eq)]
 enum Ended {
-    /// The worker hung up, or the run is over.
+    /// The worker hung up.
     Closed,
+    /// The run is over (the driver has gone): the writer tells the worker and ends the connection,
+    /// which must not be cut before it has.
+    RunOver,
     /// Silence, a broken connection or a protocol violation.
     Broken(String),
     /// A budget-mode worker told to stop: its last reports came before.
@@ -388,7 +393,7 @@ async fn read_loop(
             if let FromWorker::Failed(failure) = &mut message {
                 failure.message = format!("{} (on the remote worker at {peer})", failure.message);
             }
-            events.send(Event::Message(first + u64::from(thread), message)).map_err(|_| Ended::Closed)
+            events.send(Event::Message(first + u64::from(thread), message)).map_err(|_| Ended::RunOver)
         }
         WorkerFrame::Message { thread, .. } => {
             Err(Ended::Broken(format!("a message for thread {thread} of {threads}")))
@@ -434,7 +439,7 @@ async fn read_polling(
             WorkerFrame::Leaving { reason } => return Err(Ended::Broken(format!("it left: {reason}"))),
             other => return Err(Ended::Broken(format!("out of order: {} in a polling run", frame_name(&other)))),
         };
-        events.send(event).map_err(|_| Ended::Closed)
+        events.send(event).map_err(|_| Ended::RunOver)
     })
     .await
 }

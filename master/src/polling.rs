@@ -820,7 +820,7 @@ impl RunView for Coordinator {
 
     /// The workers taking part, those done at the end included (the history's last row).
     fn workers(&self) -> usize {
-        self.slots.iter().filter(|s| !matches!(s.state, State::Gone | State::Left)).count()
+        self.slots.iter().filter(|s| s.live()).count()
     }
 
     fn busy_workers(&self) -> usize {

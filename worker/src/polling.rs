@@ -717,6 +717,50 @@ mod tests {
         }
     }
 
+    /// Every node a solution worth its number, nothing pruned.
+    impl crate::Optimise for Complete {
+        fn value(&self, node: &u64, _depth: u32) -> Option<i64> {
+            Some(*node as i64)
+        }
+        fn bound(&self, _node: &u64, _depth: u32) -> i64 {
+            i64::MAX
+        }
+    }
+
+    /// A rollback drops the work done since the last report, but not its solutions: they raised
+    /// the incumbent this process's workers share, so the work done again would not offer them.
+    #[test]
+    fn a_reset_drops_the_work_but_reports_its_solutions() {
+        let searcher = TreeSearcher::optimising(Complete { b: 2, h: 10 });
+        let root = Returned { depth: 0, node: searcher.root().unwrap() };
+        let stack = searcher.stack_worker(RunnerSettings::default()).unwrap();
+        let (tx, inbox) = std::sync::mpsc::channel();
+        // Waiting when the worker first looks, after its first few nodes.
+        tx.send(PeerMsg::Reset { epoch: 1 }).unwrap();
+        let shared = Arc::new(Shared {
+            peers: Box::new(vec![tx.clone()]),
+            termination: Termination::Counter(AtomicUsize::new(1)),
+            remaining: AtomicU64::new(u64::MAX),
+            rule: SplitRule::Alternate,
+        });
+        let (reports_tx, reports) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            let mut report = |r| reports_tx.send(r).is_ok();
+            run_polling_worker(0, stack, Start::Nodes(vec![root]), inbox, shared, &mut report, 1).unwrap();
+        });
+        let mut solutions = Vec::new();
+        loop {
+            match reports.recv_timeout(Duration::from_secs(5)).expect("no ResetDone") {
+                PollReport::Progress { progress, .. } => solutions.extend(progress.solutions),
+                PollReport::ResetDone { epoch: 1, .. } => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(!solutions.is_empty(), "the solutions of the work dropped were not reported");
+        tx.send(PeerMsg::Finish).unwrap();
+        worker.join().unwrap();
+    }
+
     /// A worker that finds the node limit taken carries on once nodes come back to it (another
     /// worker reserved more than it could visit), instead of waiting for a pause that the run,
     /// short of its limit, never asks for.
