@@ -812,7 +812,7 @@ fn a_lost_polling_process_stops_a_run_writing_to_stdout_with_a_clear_message() {
 }
 
 /// A run of remote workers only stops at its time limit with a checkpoint, and a resumed run,
-/// again with remote workers, completes it exactly.
+/// again of remote workers only, completes it exactly.
 fn remote_workers_stop_with_a_checkpoint_and_resume(mode: &str) {
     let dir = tempfile::tempdir().unwrap();
     let ck = dir.path().join("run.ckpt");
@@ -826,11 +826,13 @@ fn remote_workers_stop_with_a_checkpoint_and_resume(mode: &str) {
     assert!(summary["nodes"].as_u64() < Some(4_130_071), "{summary}");
     let (code, log) = worker_output(w);
     assert_eq!(code, Some(0), "{log}");
-    let resumed = Master::start_with(bts_command(), &["resume", ck_s], &["--workers", "0"]);
+    // Resumed listening, it keeps to remote workers without being told again.
+    let resumed = Master::start_with(bts_command(), &["resume", ck_s], &[]);
     let w = worker(&["--connect", &resumed.address, "--threads", "2"]);
     let (code, summary, log) = resumed.finish();
     assert_eq!(code, Some(0), "{log}");
     assert_eq!(summary["mode"], mode);
+    assert_eq!(summary["workers"], 2, "only the remote worker's threads: {summary}");
     assert_t1(&summary);
     let (code, log) = worker_output(w);
     assert_eq!(code, Some(0), "{log}");

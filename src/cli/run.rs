@@ -470,6 +470,8 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
         }
         Some(n) => n,
         None if args.remote.rendezvous.is_some() => 1,
+        // A run of remote workers only, resumed listening, stays one.
+        None if listen.is_some() && resuming.is_some_and(|c| c.options.workers == 0) => 0,
         None => RunOptions::default().workers,
     };
     let stored = resuming.map(|c| &c.options);
