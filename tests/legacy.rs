@@ -155,10 +155,7 @@ else:
 
 /// Runs the faulty program under bts: exit status, stderr, summary.
 fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Option<i32>, String, Value) {
-    let script = dir.join("faulty.py");
-    std::fs::write(&script, format!("#!/usr/bin/env python3\n{FAULTY}")).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = script(dir, "faulty.py", &format!("#!/usr/bin/env python3\n{FAULTY}"));
     let marker = dir.join(format!("marker-{mode}"));
     let out = dir.join(format!("out-{mode}"));
     let mut args = vec!["run", "--workers", "2", "--budget", "1", "--fixed-budget", "--output", out.to_str().unwrap()];

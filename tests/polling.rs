@@ -271,6 +271,16 @@ impl Tree for FragileBinary {
     }
 }
 
+/// Starts a run of the fragile tree on a thread; its outcome comes on the receiver.
+fn start_fragile(options: RunOptions) -> std::sync::mpsc::Receiver<Result<bts::Outcome, bts::RunError>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ =
+            tx.send(Run::new("fragile", FragileBinary).options(options).run(&mut std::io::sink()).map(|f| f.outcome));
+    });
+    rx
+}
+
 /// A node that does not serialise, in random polling, where nodes are serialised only when a
 /// worker hands them on: the worker's thread dies, and the run fails at once, naming the node,
 /// rather than waiting for that worker forever.
@@ -282,11 +292,7 @@ fn a_node_that_does_not_serialise_fails_a_polling_run() {
         checkpoint_every: Some(Duration::from_millis(10)),
         ..polling(2, SplitRule::Alternate, PollingStart::Selective)
     };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ =
-            tx.send(Run::new("fragile", FragileBinary).options(options).run(&mut std::io::sink()).map(|f| f.outcome));
-    });
+    let rx = start_fragile(options);
     let outcome = rx.recv_timeout(Duration::from_secs(60)).expect("the run did not end within 60 s");
     match outcome {
         Ok(bts::Outcome::Failed(f)) => assert!(f.message.contains("cannot serialise node"), "{f:?}"),
@@ -315,11 +321,7 @@ fn a_remote_polling_worker_whose_thread_dies_fails_the_run() {
         checkpoint_every: Some(Duration::from_millis(10)),
         ..polling(0, SplitRule::Alternate, PollingStart::Selective)
     };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ =
-            tx.send(Run::new("fragile", FragileBinary).options(options).run(&mut std::io::sink()).map(|f| f.outcome));
-    });
+    let rx = start_fragile(options);
     let mut registry = bts::Registry::empty();
     registry.register::<NoArgs, _>("fragile", |_| Ok(FragileBinary));
     let worker = std::thread::spawn(move || {

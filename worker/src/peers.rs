@@ -57,9 +57,14 @@ struct Local {
 }
 
 impl Local {
+    /// The inbox of worker `to`, if it is one of this process.
+    fn inbox(&self, to: u32) -> Option<&Sender<PeerMsg>> {
+        to.checked_sub(self.first).and_then(|i| self.inboxes.get(i as usize))
+    }
+
     /// Delivers a message to a worker of this process, or hands it back.
     fn try_send(&self, to: u32, message: PeerMsg) -> Result<(), PeerMsg> {
-        match to.checked_sub(self.first).and_then(|i| self.inboxes.get(i as usize)) {
+        match self.inbox(to) {
             Some(inbox) => inbox.send(message).map_err(|e| e.0),
             None => Err(message),
         }
@@ -128,13 +133,11 @@ impl Router {
     /// Delivers a message to a worker of this process; false if `to` is not one. A message to a
     /// worker whose thread died is dropped: its process fails the run.
     pub fn deliver_local(&self, to: u32, message: PeerMsg) -> bool {
-        match to.checked_sub(self.local.first).and_then(|i| self.local.inboxes.get(i as usize)) {
-            Some(inbox) => {
-                let _ = inbox.send(message);
-                true
-            }
-            None => false,
+        let inbox = self.local.inbox(to);
+        if let Some(inbox) = inbox {
+            let _ = inbox.send(message);
         }
+        inbox.is_some()
     }
 
     /// Delivers a message to a worker of this process, or hands it back.

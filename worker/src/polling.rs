@@ -254,50 +254,41 @@ pub fn run_polling_worker(
     report: &mut dyn FnMut(PollReport) -> bool,
     seed: u64,
 ) -> Result<(), JobFailure> {
-    crate::unwind::catch(|| run(me, stack, start, inbox, shared, report, seed)).map_err(|why| JobFailure {
+    let run = || {
+        let mut w = Worker {
+            me,
+            stack,
+            inbox,
+            shared,
+            report,
+            rng: SplitMix64::new(seed ^ u64::from(me).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            epoch: 0,
+            sent: 0,
+            received: 0,
+            pieces: 0,
+            moved: 0,
+            interval: 16,
+            last_report: Instant::now(),
+            resumed: false,
+            orders: 0,
+            pauses: 0,
+            counted: true,
+        };
+        let stop = match w.begin(start) {
+            Some(stop) => stop,
+            None => w.run(),
+        };
+        if let Stop::Finish = stop {
+            let progress = w.stack.take_progress();
+            let (pieces, moved) = (w.pieces, w.moved);
+            let _ = (w.report)(PollReport::Finished { worker: me, progress, pieces, moved });
+        }
+    };
+    crate::unwind::catch(run).map_err(|why| JobFailure {
         id: JobId(0),
         node: "(the nodes on its stack)".into(),
         message: format!("random-polling worker {me} died: {why}"),
     })
-}
-
-fn run(
-    me: u32,
-    stack: Box<dyn StackWorker>,
-    start: Start,
-    inbox: Receiver<PeerMsg>,
-    shared: Arc<Shared>,
-    report: &mut dyn FnMut(PollReport) -> bool,
-    seed: u64,
-) {
-    let mut w = Worker {
-        me,
-        stack,
-        inbox,
-        shared,
-        report,
-        rng: SplitMix64::new(seed ^ u64::from(me).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-        epoch: 0,
-        sent: 0,
-        received: 0,
-        pieces: 0,
-        moved: 0,
-        interval: 16,
-        last_report: Instant::now(),
-        resumed: false,
-        orders: 0,
-        pauses: 0,
-        counted: true,
-    };
-    let stop = match w.begin(start) {
-        Some(stop) => stop,
-        None => w.run(),
-    };
-    if let Stop::Finish = stop {
-        let progress = w.stack.take_progress();
-        let (pieces, moved) = (w.pieces, w.moved);
-        let _ = (w.report)(PollReport::Finished { worker: me, progress, pieces, moved });
-    }
 }
 
 impl Worker<'_> {
