@@ -5,6 +5,7 @@ use crate::util::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy")
@@ -389,6 +390,58 @@ echo "done 1"
     assert_eq!((s["nodes"].as_u64(), s["outputs"].as_u64()), (Some(7), Some(6)), "{s}");
     assert!(s["elapsed_s"].as_f64().unwrap() < 15.0, "jobs waited for their background helpers: {s}");
     assert!(stderr(&o).contains("left its process group"), "{}", stderr(&o));
+}
+
+/// A program that dies before its `done` while something it started in the background holds its
+/// stdout fails its job at once, not when the helper exits or at the job's timeout.
+#[test]
+fn a_program_that_dies_leaving_a_helper_on_its_stdout_fails_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(dir.path(), "dies.sh", "#!/bin/sh\nsleep 30 &\nread -r line\necho 'died' >&2\nexit 1\n");
+    for persistent in [false, true] {
+        let mut args = vec!["run", "--workers", "1", "--summary-json", "-", "--progress", "never", "exec"];
+        if persistent {
+            args.push("--persistent");
+        }
+        args.extend_from_slice(&["--retries", "0", "--job-timeout", "60", "--", program.to_str().unwrap()]);
+        let started = std::time::Instant::now();
+        let o = bts(&args);
+        let log = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{log}");
+        assert!(log.contains("the program ended before `done` (exit status 1)"), "{log}");
+        assert!(started.elapsed() < Duration::from_secs(20), "waited for the helper: {log}");
+    }
+}
+
+/// A job that fails for good ends the run at once, with the error, although another job still
+/// runs (here one that would take 30 s); the checkpoint holds both, and nothing is left running.
+#[test]
+fn a_failed_job_ends_the_run_without_waiting_for_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "failhang.sh",
+        r#"#!/bin/sh
+case "$BTS_NODE" in
+root) printf 'unexplored 1 a\nunexplored 1 b\ndone 1\n' ;;
+a) sleep 0.5; echo crash >&2; exit 1 ;;
+b) touch "$0.b"; sleep 30; echo "done 1" ;;
+esac
+"#,
+    );
+    let ck = dir.path().join("ck");
+    let args = ["run", "--workers", "2", "--fixed-budget", "--progress", "never", "--checkpoint", ck.to_str().unwrap()];
+    let started = std::time::Instant::now();
+    let o = bts(&[&args[..], &["exec", "--retries", "0", "--", program.to_str().unwrap()]].concat());
+    let log = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    assert!(log.contains("a job failed at node \"a\"") && log.contains("exit status 1"), "{log}");
+    assert!(started.elapsed() < Duration::from_secs(20), "waited for the other job: {log}");
+    let mut nodes: Vec<Vec<u8>> =
+        bts_checkpoints::load(&ck).unwrap().jobs.iter().map(|p| p.node.as_slice().to_vec()).collect();
+    nodes.sort();
+    assert_eq!(nodes, [b"a".to_vec(), b"b".to_vec()]);
+    assert!(dir.path().join("failhang.sh.b").exists(), "job b never ran");
 }
 
 /// A program that floods bts with records before its `done` fails its job clearly instead of

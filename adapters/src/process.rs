@@ -297,6 +297,14 @@ impl Program {
         tail.iter().cloned().collect::<Vec<_>>().join("\n")
     }
 
+    /// Kills what is left of the program's process group, once the program itself has exited
+    /// (whatever it started in the background), without reaping it.
+    pub fn kill_background(&self) {
+        if self.status.is_none() {
+            kill_group(self.pid);
+        }
+    }
+
     /// Kills the program and everything in its process group, and reaps it (an exited program's
     /// group too: whatever it left running in the background). Returns how it ended.
     pub fn kill(&mut self) -> Option<ExitStatus> {

@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 /// memory until then.
 const MAX_JOB_ANSWER: usize = 256 << 20;
 
+/// How often a job waiting for its program's answer looks whether the program is still there.
+const EXIT_CHECK: Duration = Duration::from_millis(100);
+
 /// Why an attempt at a job failed.
 #[derive(Debug)]
 pub(crate) struct Failure {
@@ -292,6 +295,8 @@ impl ExecRunner {
         let mut outputs = 0u64;
         let output_before = batch.output.len();
         let mut returned_bytes = 0usize;
+        // The program exited without its `done`, and what it started in the background was killed.
+        let mut ended = false;
         loop {
             if batch.output.len() - output_before + returned_bytes > MAX_JOB_ANSWER {
                 let what = format!(
@@ -301,7 +306,9 @@ impl ExecRunner {
                 );
                 return Err(Failure::new(what, program));
             }
-            let line = match program.next(deadline) {
+            // Looks now and then whether the program is still there: something it started in the
+            // background may hold its stdout open after it died, and the job would wait for that.
+            let line = match program.next(deadline.min(Instant::now() + EXIT_CHECK)) {
                 Next::Line(l) => l,
                 Next::TooLong(start) => {
                     let what = format!("a line longer than {} bytes", self.config.max_line);
@@ -310,6 +317,23 @@ impl ExecRunner {
                 Next::Eof => {
                     let status = describe(program.wait(Duration::from_millis(500)));
                     return Err(Failure::new(format!("the program ended before `done` ({status})"), program));
+                }
+                Next::Timeout if Instant::now() < deadline => {
+                    if program.exited() {
+                        if ended {
+                            let status = describe(program.wait(Duration::ZERO));
+                            let what = format!(
+                                "the program ended before `done` ({status}), and a process it started that left its \
+                                 process group (setsid?) keeps its stdout open"
+                            );
+                            return Err(Failure::new(what, program));
+                        }
+                        // What it wrote is in the pipe; the rest of its group is killed, so that
+                        // the pipe ends once that is read.
+                        program.kill_background();
+                        ended = true;
+                    }
+                    continue;
                 }
                 Next::Timeout => return Err(Failure::new(timeout_message(&self.config), program)),
             };

@@ -145,7 +145,8 @@ pub enum Outcome {
     Complete,
     /// Stopped early; L holds the rest of the tree.
     Stopped(StopReason),
-    /// A job failed; L holds the rest of the tree, the failed job included.
+    /// A job failed: the run ends at once. L and the jobs out with workers hold the rest of the
+    /// tree, the failed job included.
     Failed(JobFailure),
 }
 
@@ -609,11 +610,15 @@ impl Scheduler {
     }
 
     fn check_finished(&mut self) {
-        if self.outcome.is_some() || !self.in_flight.is_empty() {
+        if self.outcome.is_some() {
             return;
         }
+        // A failed job ends the run at once: the jobs out with workers would only hold up the
+        // error (a hung program, until its timeout), and the checkpoint keeps them.
         let outcome = if let Some(failure) = &self.failure {
             Outcome::Failed(failure.clone())
+        } else if !self.in_flight.is_empty() {
+            return;
         } else if self.list.is_empty() {
             Outcome::Complete
         } else if let Some(reason) = self.stop {

@@ -6,7 +6,7 @@ use bts_master::{
     BudgetConfig, BudgetState, OptimumConfig, Order, Outcome, Pending, RunView, Scheduler, SchedulerConfig, StopReason,
     Totals,
 };
-use bts_protocol::{FromWorker, Job, ReportBatch, ToWorker};
+use bts_protocol::{FromWorker, Job, JobFailure, ReportBatch, ToWorker};
 use bts_trees::{Gw, Knapsack, Queens};
 use bts_worker::{JobRunner, Limits, RunnerSettings, Searcher, Tree, TreeSearcher, search};
 use proptest::prelude::*;
@@ -142,6 +142,19 @@ impl Sim {
         let batch = std::mem::take(&mut w.batch);
         self.scheduler.handle_message(id, FromWorker::Reports(batch)).unwrap();
         self.deliver();
+    }
+
+    /// Worker `id` fails its next job, after sending its reports (as a legacy program's job fails
+    /// past its retries); false if it has no job.
+    fn fail(&mut self, id: u64) -> bool {
+        self.flush(id);
+        let Some(job) = self.workers.get_mut(&id).and_then(|w| w.queue.pop_front()) else {
+            return false;
+        };
+        let failure = JobFailure { id: job.id, node: format!("{:?}", job.node), message: "it failed".into() };
+        self.scheduler.handle_message(id, FromWorker::Failed(failure)).unwrap();
+        self.deliver();
+        true
     }
 
     /// Worker `id`'s process dies: none of its threads' unsent batches arrive.
@@ -296,6 +309,33 @@ proptest! {
         prop_assert_eq!((t.nodes, t.leaves, t.max_depth, t.outputs), (nodes, Some(leaves), Some(depth), nodes));
         prop_assert_eq!(sim.records(), records);
         prop_assert_eq!(sim.scheduler.in_flight(), 0);
+    }
+
+    /// A failed job ends the run at once, whatever other workers still have out: the checkpoint
+    /// then taken (the job list and the jobs out, the failed one among them) carries the run on
+    /// to its exact totals.
+    #[test]
+    fn a_failed_job_ends_the_run_at_once_and_its_checkpoint_resumes_exactly(
+        tree in 0usize..6,
+        config in config_strategy(),
+        actions in proptest::collection::vec((0u8..8, any::<usize>()), 0..200),
+        victim in any::<usize>(),
+    ) {
+        let (nodes, leaves, depth, records) = sequential(&Recorded(gw(tree)));
+        let mut sim = Sim::new(gw(tree), config, 3);
+        sim.play(actions, |_| 1);
+        let ids: Vec<u64> = (0..3).filter_map(|k| sim.nth_worker(victim.wrapping_add(k))).collect();
+        let failed = ids.into_iter().any(|id| sim.fail(id));
+        if !failed {
+            return Ok(());
+        }
+        prop_assert!(matches!(sim.scheduler.outcome(), Some(Outcome::Failed(_))), "{:?}", sim.scheduler.outcome());
+        sim.checkpoint();
+        sim.crash_and_resume();
+        prop_assert_eq!(sim.finish(), Outcome::Complete);
+        let t = sim.scheduler.totals();
+        prop_assert_eq!((t.nodes, t.leaves, t.max_depth, t.outputs), (nodes, Some(leaves), Some(depth), nodes));
+        prop_assert_eq!(sim.records(), records);
     }
 
     /// A node limit stops the run at exactly that many nodes; a new run from the remaining jobs
