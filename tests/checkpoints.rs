@@ -821,3 +821,32 @@ fn a_moved_checkpoint_whose_output_lies_outside_its_folder_needs_output() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     check_queens_output(&out, 10);
 }
+
+/// An output file removed or cut short by something else while the run writes to it stops the
+/// run at its next save (exit 1, naming the file): it used to end `complete`, its records gone.
+#[test]
+fn an_output_file_removed_or_cut_during_the_run_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for tamper in ["remove", "cut"] {
+        let out = dir.path().join(format!("out-{tamper}"));
+        let ck = dir.path().join(format!("ck-{tamper}"));
+        let mut run = bts_command()
+            .args(["run", "--workers", "1", "--progress", "never", "--checkpoint-every", "0.05", "--checkpoint"])
+            .args([ck.to_str().unwrap(), "--output", out.to_str().unwrap(), "queens", "--n", "16"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let size = || std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
+        wait_until(Duration::from_secs(60), || size() > 1 << 20, || "no records written".into());
+        match tamper {
+            "remove" => std::fs::remove_file(&out).unwrap(),
+            _ => std::fs::OpenOptions::new().write(true).open(&out).unwrap().set_len(0).unwrap(),
+        }
+        let status = wait_bounded(&mut run, Duration::from_secs(60));
+        let mut log = String::new();
+        std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
+        assert_eq!(status.code(), Some(1), "{tamper}: {log}");
+        let said = if tamper == "remove" { "was removed, moved or replaced" } else { "was cut short" };
+        assert!(log.contains(&format!("{} {said} while the run wrote to it", out.display())), "{tamper}: {log}");
+    }
+}

@@ -311,13 +311,11 @@ pub fn drive(
             scheduler.clear_job_sizes();
         }
         if due.checkpoint {
-            if let Err(e) = save(scheduler, output, observer, false) {
-                tracing::warn!("cannot write a periodic checkpoint: {e}; the previous one stays valid");
-            }
+            save_on_the_way(scheduler, output, observer, "a periodic checkpoint")?;
             timers.rearm_checkpoint(options, Instant::now());
         }
         if let Some(reason) = due.stop {
-            stop(scheduler, reason, output, observer, options);
+            stop(scheduler, reason, output, observer, options)?;
         }
 
         let event = match early.pop_front() {
@@ -351,7 +349,7 @@ pub fn drive(
                 links.remove(&worker);
                 scheduler.handle_leave(worker);
             }
-            Event::Stop(reason) => stop(scheduler, reason, output, observer, options),
+            Event::Stop(reason) => stop(scheduler, reason, output, observer, options)?,
             Event::Poll(_)
             | Event::ProcessJoined { .. }
             | Event::ProcessLeft(_)
@@ -380,13 +378,36 @@ fn stop(
     output: &mut dyn Output,
     observer: &mut dyn Observer,
     options: &DriveOptions,
-) {
+) -> io::Result<()> {
     let first = !scheduler.stopping();
     scheduler.stop(reason);
-    if first && options.save_on_stop && scheduler.outcome().is_none() {
-        match save(scheduler, output, observer, false) {
-            Ok(()) => tracing::info!("saved the run; waiting for the jobs out with workers"),
-            Err(e) => tracing::warn!("cannot save the run as it stops: {e}; the previous checkpoint stays valid"),
+    if first
+        && options.save_on_stop
+        && scheduler.outcome().is_none()
+        && save_on_the_way(scheduler, output, observer, "the checkpoint as the run stops")?
+    {
+        tracing::info!("saved the run; waiting for the jobs out with workers");
+    }
+    Ok(())
+}
+
+/// Saves a run that goes on (a periodic checkpoint, or one as it starts to stop); true if saved.
+/// A checkpoint that cannot be written leaves the previous one valid, and only `what` is
+/// warned of; an output that cannot be synced fails the run, as one that cannot be written does:
+/// what was written since the last sync may be lost.
+fn save_on_the_way(
+    run: &dyn RunView,
+    output: &mut dyn Output,
+    observer: &mut dyn Observer,
+    what: &str,
+) -> io::Result<bool> {
+    output.sync()?;
+    let at = SavePoint { output_checksum: output.checksum(), last: false };
+    match observer.checkpoint(run, at) {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            tracing::warn!("cannot write {what}: {e}; the previous checkpoint stays valid");
+            Ok(false)
         }
     }
 }
@@ -494,10 +515,8 @@ pub fn drive_polling(
             flush(coordinator, output, &mut written)?;
             match why {
                 PauseFor::Checkpoint | PauseFor::Leave => {
-                    if why == PauseFor::Checkpoint
-                        && let Err(e) = save(coordinator, output, observer, false)
-                    {
-                        tracing::warn!("cannot write a periodic checkpoint: {e}; the previous one stays valid");
+                    if why == PauseFor::Checkpoint {
+                        save_on_the_way(coordinator, output, observer, "a periodic checkpoint")?;
                     }
                     coordinator.resume();
                     // Processes whose workers all left go once told to finish.
@@ -628,5 +647,57 @@ fn announce_peers(routes: &PollingRoutes<'_>, processes: &BTreeMap<u64, Process>
     }
     if let Some(set) = routes.set_peers {
         set(table);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::SchedulerConfig;
+    use bts_protocol::NodeBytes;
+
+    /// An output whose syncs fail, as a file's on a full or failing disk.
+    struct Unsyncable;
+
+    impl Write for Unsyncable {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Output for Unsyncable {
+        fn sync(&mut self) -> io::Result<()> {
+            Err(io::Error::other("the disk failed"))
+        }
+    }
+
+    /// Counts the checkpoints written.
+    struct Saves(u32);
+
+    impl Observer for Saves {
+        fn checkpoint(&mut self, _run: &dyn RunView, _at: SavePoint) -> io::Result<()> {
+            self.0 += 1;
+            Ok(())
+        }
+    }
+
+    /// A periodic checkpoint whose output cannot be synced fails the run (the records since the
+    /// last sync may be lost), and writes no checkpoint that would count them as committed.
+    #[test]
+    fn an_output_that_cannot_be_synced_fails_the_run_at_a_periodic_checkpoint() {
+        let mut scheduler = Scheduler::new(SchedulerConfig::default(), NodeBytes::from_slice(b"root"));
+        let (_events, rx) = std::sync::mpsc::channel();
+        let options = DriveOptions {
+            checkpoint_every: Some(Duration::from_millis(1)),
+            workers_may_join: true,
+            ..DriveOptions::default()
+        };
+        let mut saves = Saves(0);
+        let error = drive(&mut scheduler, &rx, &mut Unsyncable, &options, &mut saves).unwrap_err();
+        assert!(error.to_string().contains("the disk failed"), "{error}");
+        assert_eq!(saves.0, 0);
     }
 }

@@ -363,6 +363,35 @@ impl FileOutput {
         io::Error::new(e.kind(), format!("cannot write the output file {}: {e}", self.path.display()))
     }
 
+    /// Fails if something else removed, moved, replaced or cut the file while the run wrote to
+    /// it: the run would go on writing records that no file named by the checkpoint holds.
+    fn still_there(&self) -> io::Result<()> {
+        let file = self.writer.get_ref().metadata().map_err(|e| self.named(e))?;
+        let shown = self.path.display();
+        if !std::fs::metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == (file.dev(), file.ino())) {
+            return Err(io::Error::other(format!(
+                "the output file {shown} was removed, moved or replaced while the run wrote to it: the run stops (if it \
+                 was moved, resume with --output naming where it is now)"
+            )));
+        }
+        let written = self.offset + self.sum.len();
+        // Cut and then written on, it has a hole where the earlier records were.
+        // SAFETY: lseek on the descriptor the writer owns; its position goes back to the end, where
+        // the writer writes (it has just been flushed).
+        let hole = unsafe {
+            let fd = self.writer.get_ref().as_raw_fd();
+            let hole = libc::lseek(fd, 0, libc::SEEK_HOLE);
+            libc::lseek(fd, 0, libc::SEEK_END);
+            hole
+        };
+        if file.len() < written || (0..file.len() as i64).contains(&hole) {
+            return Err(io::Error::other(format!(
+                "the output file {shown} was cut short while the run wrote to it: records are lost, and the run stops"
+            )));
+        }
+        Ok(())
+    }
+
     /// [`begin`](Self::begin)'s work, its errors not yet naming the file.
     fn cut_to_start(&mut self) -> io::Result<()> {
         if let Some(records) = self.start.take() {
@@ -412,6 +441,7 @@ impl Output for FileOutput {
     fn sync(&mut self) -> io::Result<()> {
         self.begin()?;
         self.writer.flush().and_then(|_| self.writer.get_ref().sync_data()).map_err(|e| self.named(e))?;
+        self.still_there()?;
         self.marks[1] = self.sum.clone();
         Ok(())
     }
