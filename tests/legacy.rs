@@ -241,10 +241,13 @@ fn programs_that_cannot_run_are_refused_before_the_run() {
     // Executable, but the system cannot run them: a #! line naming no program, and no #! line.
     let shebang = self::script(dir.path(), "bad-shebang.sh", "#!/nonexistent/sh\necho 'done 1'\n");
     let garbage = self::script(dir.path(), "garbage", "\x01\x02 not a program\n");
+    // Windows line ends: the kernel looks for "/bin/sh\r".
+    let crlf = self::script(dir.path(), "crlf.sh", "#!/bin/sh\r\necho 'done 1'\r\n");
     let cases = [
         (vec!["run", "exec", "--", script.to_str().unwrap()], "is not executable"),
         (vec!["run", "exec", "--persistent", "--", shebang.to_str().unwrap()], "names \"/nonexistent/sh\""),
         (vec!["run", "exec", "--", garbage.to_str().unwrap()], "neither a binary nor a script with a #! line"),
+        (vec!["run", "exec", "--", crlf.to_str().unwrap()], "names \"/bin/sh\\r\", which is not a program here (the"),
         (vec!["run", "exec", "--", "/tmp"], "is a directory, not a program"),
         (vec!["run", "exec", "--", "/dev/null"], "is not a regular file"),
         (vec!["run", "exec", "--", "/nonexistent/program"], "no such file"),
@@ -442,6 +445,36 @@ esac
     nodes.sort();
     assert_eq!(nodes, [b"a".to_vec(), b"b".to_vec()]);
     assert!(dir.path().join("failhang.sh.b").exists(), "job b never ran");
+}
+
+/// A persistent program may exit after any `done` (here after each): it is started again for the
+/// next job, without a failure counted (the job used to fail when it reached the exiting process);
+/// and what a fresh process writes before its first job (a `log` line as it starts) is part of
+/// that job's answer, whatever the number of workers (it used to stop the run as written after a
+/// `done` when the program was quicker than its first job).
+#[test]
+fn a_persistent_program_may_exit_after_done_and_speak_before_its_first_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "onejob.sh",
+        r#"#!/bin/sh
+echo "log starting up"
+read -r kw b m d node
+if [ "$d" -lt 6 ]; then echo "unexplored $((d+1)) ${node}0"; echo "unexplored $((d+1)) ${node}1"; else echo "out $node"; fi
+echo "done 1"
+"#,
+    );
+    for workers in ["1", "2", "3", "3", "3"] {
+        let args = ["run", "--workers", workers, "--summary-json", "-", "--progress", "never", "exec", "--persistent"];
+        let o = bts(&[&args[..], &["--retries", "0", "--root", "r", "--", program.to_str().unwrap()]].concat());
+        let log = stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{workers} workers: {log}");
+        assert!(!log.contains("WARN"), "{workers} workers: {log}");
+        let s = summary(&o);
+        // A binary tree of depth 6: 127 nodes, its 64 leaves the records.
+        assert_eq!((s["nodes"].as_u64(), s["outputs"].as_u64()), (Some(127), Some(64)), "{s}");
+    }
 }
 
 /// A program that floods bts with records before its `done` fails its job clearly instead of

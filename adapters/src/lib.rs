@@ -191,9 +191,14 @@ fn runnable(path: &Path) -> Result<(), String> {
         ));
     };
     let line = String::from_utf8_lossy(line.split(|&b| b == b'\n').next().unwrap_or_default());
-    let interpreter = line.split_whitespace().next().unwrap_or_default();
+    // As the kernel reads it: the name ends at a space or a tab, not at a carriage return.
+    let interpreter = line.trim_start_matches([' ', '\t']).split([' ', '\t']).next().unwrap_or_default();
     if !Path::new(interpreter).is_file() || !is_executable(Path::new(interpreter)) {
-        return Err(format!("exec: {}'s #! line names {interpreter:?}, which is not a program here", path.display()));
+        let crlf = if interpreter.ends_with('\r') { " (the script has Windows line ends: convert them)" } else { "" };
+        return Err(format!(
+            "exec: {}'s #! line names {interpreter:?}, which is not a program here{crlf}",
+            path.display()
+        ));
     }
     Ok(())
 }

@@ -28,16 +28,19 @@ pub(crate) struct Failure {
     stderr: String,
     /// A fresh process cannot mend it: the run must stop.
     beyond_retry: bool,
+    /// A persistent process that had answered a job ended cleanly before it said anything of
+    /// the next: it exits after `done`, and is started again without counting a failure.
+    between_jobs: bool,
 }
 
 impl Failure {
     /// A failure before the program could run.
     pub(crate) fn start(what: String) -> Self {
-        Self { what, line: None, stderr: String::new(), beyond_retry: false }
+        Self { what, line: None, stderr: String::new(), beyond_retry: false, between_jobs: false }
     }
 
     pub(crate) fn new(what: impl Into<String>, program: &Program) -> Self {
-        Self { what: what.into(), line: None, stderr: program.stderr_tail(), beyond_retry: false }
+        Self { what: what.into(), line: None, stderr: program.stderr_tail(), beyond_retry: false, between_jobs: false }
     }
 
     pub(crate) fn with_line(what: impl Into<String>, line: &[u8], program: &Program) -> Self {
@@ -161,7 +164,9 @@ impl ExecRunner {
             None => self.start((!self.config.persistent).then_some(job)).map_err(Failure::start)?,
         };
         if self.config.persistent {
-            if program.has_pending() {
+            // What a fresh process writes before its first job is read as part of that job's
+            // answer (a `log` line as it starts up), whenever the job line gets there.
+            if self.jobs_given > 0 && program.has_pending() {
                 let late = match program.next(Instant::now() + Duration::from_millis(100)) {
                     Next::Line(l) | Next::TooLong(l) => Some(l),
                     // A line cut short, or nothing: the program ended.
@@ -187,8 +192,13 @@ impl ExecRunner {
                     let what = format!("{} (it did not read its job line)", timeout_message(&self.config));
                     return Err(Failure::new(what, &program));
                 }
-                let status = describe(program.wait(Duration::from_millis(100)));
-                return Err(Failure::new(format!("cannot give the job to the program ({e}; {status})"), &program));
+                let status = program.wait(Duration::from_millis(100));
+                if self.jobs_given > 0 && status.is_some_and(|s| s.success()) {
+                    // It exited after its last `done`, just as this job came.
+                    return self.attempt(job, batch);
+                }
+                let what = format!("cannot give the job to the program ({e}; {})", describe(status));
+                return Err(Failure::new(what, &program));
             }
             self.jobs_given += 1;
         }
@@ -229,6 +239,11 @@ impl ExecRunner {
                 batch.returned.truncate(returned_before);
                 batch.output.truncate(output_before);
                 batch.solutions.truncate(solutions_before);
+                if f.between_jobs {
+                    // On a fresh process, which is given this job first: no second free start.
+                    tracing::debug!(worker = %self.tag, "the program exited after its last `done`; starting it again");
+                    return self.attempt(job, batch);
+                }
                 Err(f)
             }
         }
@@ -297,6 +312,8 @@ impl ExecRunner {
         let mut returned_bytes = 0usize;
         // The program exited without its `done`, and what it started in the background was killed.
         let mut ended = false;
+        // The program wrote something for this job.
+        let mut heard = false;
         loop {
             if batch.output.len() - output_before + returned_bytes > MAX_JOB_ANSWER {
                 let what = format!(
@@ -315,8 +332,11 @@ impl ExecRunner {
                     return Err(Failure::with_line(what, &start, program));
                 }
                 Next::Eof => {
-                    let status = describe(program.wait(Duration::from_millis(500)));
-                    return Err(Failure::new(format!("the program ended before `done` ({status})"), program));
+                    let status = program.wait(Duration::from_millis(500));
+                    let what = format!("the program ended before `done` ({})", describe(status));
+                    let between_jobs =
+                        self.config.persistent && self.jobs_given > 1 && !heard && status.is_some_and(|s| s.success());
+                    return Err(Failure { between_jobs, ..Failure::new(what, program) });
                 }
                 Next::Timeout if Instant::now() < deadline => {
                     if program.exited() {
@@ -337,6 +357,7 @@ impl ExecRunner {
                 }
                 Next::Timeout => return Err(Failure::new(timeout_message(&self.config), program)),
             };
+            heard = true;
             match lines::parse(&line) {
                 Some(Line::Out(text)) => {
                     outputs += 1;
