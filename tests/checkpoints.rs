@@ -850,3 +850,28 @@ fn an_output_file_removed_or_cut_during_the_run_stops_it() {
         assert!(log.contains(&format!("{} {said} while the run wrote to it", out.display())), "{tamper}: {log}");
     }
 }
+
+/// A checkpoint whose folder is removed during the run cannot be saved at its end (exit 1), and
+/// the message does not send the user to a checkpoint that is gone with it.
+#[test]
+fn a_checkpoint_whose_folder_is_gone_is_not_offered_for_resuming() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("ck");
+    std::fs::create_dir(&folder).unwrap();
+    let ck = folder.join("run.ckpt");
+    let mut run = bts_command()
+        .args(["run", "--workers", "1", "--progress", "never", "--checkpoint-every", "0.05", "--checkpoint"])
+        .args([ck.to_str().unwrap(), "--count-only", "queens", "--n", "17"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(60), || ck.exists(), || "no checkpoint written".into());
+    std::fs::remove_dir_all(&folder).unwrap();
+    signal(&run, "-TERM");
+    let status = wait_bounded(&mut run, Duration::from_secs(60));
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(log.contains("no earlier checkpoint is left there"), "{log}");
+    assert!(!log.contains("carries on from it"), "{log}");
+}

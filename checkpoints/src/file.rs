@@ -1,8 +1,8 @@
 //! Checkpoint files on disk: replaced atomically, read without ever being modified.
 
-use crate::{Checkpoint, LoadError, decode, encode};
+use crate::{Checkpoint, LoadError, MAGIC, decode, encode};
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Writes `checkpoint` to `path` atomically: the bytes go to a temporary file in the same folder,
@@ -41,8 +41,24 @@ pub fn write_atomically(path: &Path, bytes: &[u8], private: bool) -> io::Result<
 
 /// Reads the checkpoint at `path`.
 pub fn load(path: &Path) -> Result<Checkpoint, LoadError> {
-    let bytes = fs::read(path).map_err(|source| LoadError::Io { path: path.display().to_string(), source })?;
-    decode(&bytes)
+    decode(&read_bytes(path)?)
+}
+
+/// The bytes of the checkpoint file at `path`: a regular file (a pipe would block, a device never
+/// end), read whole only if it starts as a checkpoint does (a large file named by mistake is not;
+/// [`decode`] then says what it is).
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>, LoadError> {
+    let failed = |source| LoadError::Io { path: path.display().to_string(), source };
+    if !fs::metadata(path).map_err(failed)?.is_file() {
+        return Err(failed(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file")));
+    }
+    let mut file = File::open(path).map_err(failed)?;
+    let mut bytes = Vec::new();
+    (&mut file).take(MAGIC.len() as u64).read_to_end(&mut bytes).map_err(failed)?;
+    if bytes[..] == MAGIC {
+        file.read_to_end(&mut bytes).map_err(failed)?;
+    }
+    Ok(bytes)
 }
 
 fn temporary_path(path: &Path) -> PathBuf {

@@ -295,3 +295,22 @@ fn an_absurd_length_is_refused_without_overflow() {
     bytes.extend_from_slice(&[0, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0]);
     assert!(matches!(decode(&bytes), Err(LoadError::Truncated { .. })));
 }
+
+/// Only a regular file is read: a pipe would block (there may be no writer) and a device never
+/// end; a large file that is no checkpoint is refused from its first bytes.
+#[test]
+fn what_is_not_a_regular_file_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for path in [fifo.as_path(), std::path::Path::new("/dev/zero")] {
+        let path = path.to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(load(&path).map(|_| ()).map_err(|e| e.to_string())));
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("load blocked");
+        assert!(got.unwrap_err().contains("not a regular file"));
+    }
+    let big = dir.path().join("big");
+    std::fs::write(&big, vec![b'x'; 1 << 20]).unwrap();
+    assert!(matches!(load(&big), Err(LoadError::Foreign)));
+}

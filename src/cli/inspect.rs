@@ -7,7 +7,11 @@ use std::path::Path;
 pub fn inspect(path: &Path) -> Result<Exit, CliError> {
     let cannot =
         |e: &dyn std::fmt::Display| CliError::usage(format!("cannot read the checkpoint {}: {e}", path.display()));
-    let bytes = std::fs::read(path).map_err(|e| cannot(&e))?;
+    let bytes = bts_checkpoints::read_bytes(path).map_err(|e| match e {
+        // It names the file already.
+        bts_checkpoints::LoadError::Io { source, .. } => cannot(&source),
+        e => cannot(&e),
+    })?;
     let ck = bts_checkpoints::decode(&bytes).map_err(|e| cannot(&e))?;
     // The version the file is in: resuming rewrites it in the current one.
     let version = bts_checkpoints::version_of(&bytes).unwrap_or(bts_checkpoints::CURRENT_VERSION);

@@ -413,10 +413,11 @@ fn execute(
             None => format!("checkpoint written to {0}; resume with: bts resume {0}", p.display()),
         },
         (None, Some(e)) => match e {
-            crate::RunError::Checkpoint { path, .. } => format!(
+            crate::RunError::Checkpoint { path, .. } if path.is_file() => format!(
                 "{e}; the previous checkpoint there is still valid: bts resume {} carries on from it",
                 path.display()
             ),
+            crate::RunError::Checkpoint { .. } => format!("{e}; no earlier checkpoint is left there"),
             e => e.to_string(),
         },
         (None, None) => {
