@@ -477,6 +477,46 @@ echo "done 1"
     }
 }
 
+/// A job whose try fails while the run stops (Ctrl-C) is not tried again then, but it is no failed
+/// run either: it goes back to the job list (exit 3), and the resumed run does it (it used to end
+/// the run `failed`, exit 1).
+#[test]
+fn a_job_that_fails_as_the_run_stops_is_kept_for_the_resumed_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "slowfail.sh",
+        r#"#!/bin/sh
+case "$BTS_NODE" in
+root) touch "$0.started"; sleep 1
+      if [ ! -e "$0.failed" ]; then touch "$0.failed"; exit 3; fi
+      printf 'unexplored 1 a\nunexplored 1 b\n' ;;
+*) echo "out $BTS_NODE" ;;
+esac
+echo "done 1"
+"#,
+    );
+    let (ck, out) = (dir.path().join("ck"), dir.path().join("out"));
+    let mut run = bts_command()
+        .args(["run", "--workers", "1", "--progress", "never", "--checkpoint", ck.to_str().unwrap()])
+        .args(["--output", out.to_str().unwrap(), "exec", "--", program.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = dir.path().join("slowfail.sh.started");
+    wait_until(Duration::from_secs(30), || started.exists(), || "the job did not start".into());
+    signal(&run, "-INT");
+    let status = wait_bounded(&mut run, Duration::from_secs(30));
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
+    assert_eq!(status.code(), Some(3), "{log}");
+    assert!(log.contains("given up as the run stops"), "{log}");
+    let o = bts(&["resume", ck.to_str().unwrap(), "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(summary(&o)["nodes"].as_u64(), Some(3));
+    assert_eq!(sorted(&std::fs::read_to_string(&out).unwrap()), ["a", "b"]);
+}
+
 /// A program that floods bts with records before its `done` fails its job clearly instead of
 /// growing bts's memory without bound.
 #[test]

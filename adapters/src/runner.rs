@@ -470,10 +470,12 @@ pub(crate) fn with_retries(
             }
             Err(f) => {
                 let tries = attempts + 1;
-                let why = if attempts < retries && stopping() { ", not tried again as the run stops" } else { "" };
+                // Given up only because the run stops: the job goes back to the job list.
+                let given_up = attempts < retries && !f.beyond_retry && stopping();
+                let why = if given_up { ", not tried again as the run stops" } else { "" };
                 let message =
                     format!("{} (after {tries} attempt{}{why})", f.message(), if tries > 1 { "s" } else { "" });
-                return Err(JobFailure { id: job.id, node, message });
+                return Err(JobFailure { id: job.id, node, message, given_up });
             }
         }
     }

@@ -294,10 +294,15 @@ impl Scheduler {
             FromWorker::Reports(batch) => self.commit(worker, batch).map_err(violation)?,
             FromWorker::Failed(failure) => {
                 let job = self.take_in_flight(worker, failure.id).map_err(violation)?;
-                tracing::error!(worker, node = %failure.node, "job failed: {}", failure.message);
                 self.list.put_back(Pending { depth: job.depth, node: job.node });
-                self.failure.get_or_insert(failure);
-                self.stop.get_or_insert(StopReason::JobFailed);
+                if failure.given_up && self.stop.is_some() {
+                    // A try that would have been made again, but for the stop: a resumed run makes it.
+                    tracing::warn!(worker, node = %failure.node, "job given up as the run stops: {}", failure.message);
+                } else {
+                    tracing::error!(worker, node = %failure.node, "job failed: {}", failure.message);
+                    self.failure.get_or_insert(failure);
+                    self.stop.get_or_insert(StopReason::JobFailed);
+                }
             }
         }
         self.dispatch();
@@ -437,7 +442,7 @@ impl Scheduler {
                            pruned nodes): the worker or program misreports";
             tracing::error!(worker, job = id.0, "{message}");
             let node = format!("(the node of job {})", id.0);
-            self.failure.get_or_insert(JobFailure { id, node, message: message.into() });
+            self.failure.get_or_insert(JobFailure { id, node, message: message.into(), given_up: false });
             self.stop.get_or_insert(StopReason::JobFailed);
             return Ok(());
         }

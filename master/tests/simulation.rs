@@ -145,13 +145,13 @@ impl Sim {
     }
 
     /// Worker `id` fails its next job, after sending its reports (as a legacy program's job fails
-    /// past its retries); false if it has no job.
-    fn fail(&mut self, id: u64) -> bool {
+    /// past its retries, or is `given_up` as the run stops); false if it has no job.
+    fn fail(&mut self, id: u64, given_up: bool) -> bool {
         self.flush(id);
         let Some(job) = self.workers.get_mut(&id).and_then(|w| w.queue.pop_front()) else {
             return false;
         };
-        let failure = JobFailure { id: job.id, node: format!("{:?}", job.node), message: "it failed".into() };
+        let failure = JobFailure { id: job.id, node: format!("{:?}", job.node), message: "it failed".into(), given_up };
         self.scheduler.handle_message(id, FromWorker::Failed(failure)).unwrap();
         self.deliver();
         true
@@ -325,11 +325,40 @@ proptest! {
         let mut sim = Sim::new(gw(tree), config, 3);
         sim.play(actions, |_| 1);
         let ids: Vec<u64> = (0..3).filter_map(|k| sim.nth_worker(victim.wrapping_add(k))).collect();
-        let failed = ids.into_iter().any(|id| sim.fail(id));
+        let failed = ids.into_iter().any(|id| sim.fail(id, false));
         if !failed {
             return Ok(());
         }
         prop_assert!(matches!(sim.scheduler.outcome(), Some(Outcome::Failed(_))), "{:?}", sim.scheduler.outcome());
+        sim.checkpoint();
+        sim.crash_and_resume();
+        prop_assert_eq!(sim.finish(), Outcome::Complete);
+        let t = sim.scheduler.totals();
+        prop_assert_eq!((t.nodes, t.leaves, t.max_depth, t.outputs), (nodes, Some(leaves), Some(depth), nodes));
+        prop_assert_eq!(sim.records(), records);
+    }
+
+    /// A job given up as the run stops (a try a stop cut short) goes back to the job list: the
+    /// run stops, not fails, and its checkpoint carries it on to its exact totals.
+    #[test]
+    fn a_job_given_up_as_the_run_stops_is_kept_for_the_resumed_run(
+        tree in 0usize..6,
+        config in config_strategy(),
+        actions in proptest::collection::vec((0u8..8, any::<usize>()), 0..200),
+        victim in any::<usize>(),
+    ) {
+        let (nodes, leaves, depth, records) = sequential(&Recorded(gw(tree)));
+        let mut sim = Sim::new(gw(tree), config, 3);
+        sim.play(actions, |_| 1);
+        if sim.scheduler.outcome().is_some() {
+            return Ok(());
+        }
+        sim.scheduler.stop(StopReason::Signal);
+        let ids: Vec<u64> = (0..3).filter_map(|k| sim.nth_worker(victim.wrapping_add(k))).collect();
+        if !ids.into_iter().any(|id| sim.fail(id, true)) {
+            return Ok(());
+        }
+        prop_assert_eq!(sim.finish(), Outcome::Stopped(StopReason::Signal));
         sim.checkpoint();
         sim.crash_and_resume();
         prop_assert_eq!(sim.finish(), Outcome::Complete);

@@ -173,7 +173,7 @@ pub fn selective_start(
     workers: u32,
     rule: SplitRule,
 ) -> Result<Progress, JobFailure> {
-    let undecodable = |e| JobFailure { id: JobId(0), node: "(the root)".into(), message: e };
+    let undecodable = |e| JobFailure { id: JobId(0), node: "(the root)".into(), message: e, given_up: false };
     stack.push(vec![root]).map_err(undecodable)?;
     let mut counted = Progress::default();
     let rounds = u32::BITS - workers.saturating_sub(1).leading_zeros();
@@ -288,6 +288,7 @@ pub fn run_polling_worker(
         id: JobId(0),
         node: "(the nodes on its stack)".into(),
         message: format!("random-polling worker {me} died: {why}"),
+        given_up: false,
     })
 }
 
@@ -308,6 +309,7 @@ impl Worker<'_> {
             id: JobId(0),
             node: "(a starting node)".into(),
             message,
+            given_up: false,
         })
     }
 
@@ -548,7 +550,7 @@ impl Worker<'_> {
     fn accept(&mut self, nodes: Vec<Returned>) -> Option<Stop> {
         let empty = nodes.is_empty();
         if let Err(e) = self.stack.push(nodes) {
-            let failure = JobFailure { id: JobId(0), node: "(received work)".into(), message: e };
+            let failure = JobFailure { id: JobId(0), node: "(received work)".into(), message: e, given_up: false };
             let _ = (self.report)(PollReport::Failed { worker: self.me, failure });
             return self.wait_for_coordinator();
         }

@@ -854,6 +854,7 @@ fn push(frame: WorkerFrame, out: &mut Vec<u8>) {
                 id: report.id,
                 node: "(not kept)".into(),
                 message: format!("its report is larger than the {} MiB frame limit", MAX_FRAME >> 20),
+                given_up: false,
             };
             let _ = encode_frame(&WorkerFrame::Message { thread, message: FromWorker::Failed(failure) }, out);
         }

@@ -108,6 +108,7 @@ impl<T: Tree, G: Goal<T>> TreeStack<T, G> {
                 id: JobId(0),
                 node: format!("{node:?}"),
                 message: format!("the tree oracle panicked: {panic}"),
+                given_up: false,
             };
             self.stack.push((node, depth));
             self.flush_output();
