@@ -517,6 +517,29 @@ echo "done 1"
     assert_eq!(sorted(&std::fs::read_to_string(&out).unwrap()), ["a", "b"]);
 }
 
+/// A one-shot program gets its node in its arguments and environment: a node returned that cannot
+/// go there (a NUL byte, or longer than the system passes in one string) fails the job that
+/// returned it, saying why, instead of every try of the job that would get it.
+#[test]
+fn a_node_a_one_shot_program_cannot_be_given_is_refused_where_it_is_returned() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "bignode.py",
+        "#!/usr/bin/env python3\nimport os, sys\nif os.environ['BTS_NODE'] == 'root':\n    \
+         sys.stdout.buffer.write(b'unexplored 1 ' + (b'a\\0b' if sys.argv[1] == 'nul' else b'x' * 200000) + b'\\n')\n\
+         print('done 1')\n",
+    );
+    for (kind, why) in [("nul", "it holds a NUL byte"), ("long", "200000 bytes, more than the system passes")] {
+        let args = ["run", "--workers", "1", "--progress", "never", "exec", "--root", "root", "--"];
+        let o = bts(&[&args[..], &[program.to_str().unwrap(), kind]].concat());
+        let log = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{kind}: {log}");
+        assert!(log.contains(&format!("a node that a one-shot program cannot be given: {why}")), "{kind}: {log}");
+        assert!(log.contains("a job failed at node \"root\"") && log.contains("(after 1 attempt)"), "{kind}: {log}");
+    }
+}
+
 /// A program that floods bts with records before its `done` fails its job clearly instead of
 /// growing bts's memory without bound.
 #[test]

@@ -371,6 +371,12 @@ impl ExecRunner {
                         let what = format!("a node returned at depth {depth}, not below the job's depth {}", job.depth);
                         return Err(Failure::with_line(what, &line, program));
                     }
+                    if !self.config.persistent
+                        && let Some(why) = unpassable(node)
+                    {
+                        let what = format!("a node that a one-shot program cannot be given: {why}; use --persistent");
+                        return Err(Failure { beyond_retry: true, ..Failure::with_line(what, &line, program) });
+                    }
                     returned_bytes += node.len();
                     batch.returned.push(Returned { depth, node: NodeBytes::from_slice(node) });
                 }
@@ -426,6 +432,20 @@ impl JobRunner for ExecRunner {
         let (tag, config) = (self.tag.clone(), Arc::clone(&self.config));
         with_retries(job, &node, &tag, &config, || self.attempt(job, batch))
     }
+}
+
+/// The longest node a one-shot program can be given: Linux passes strings of up to 128 KiB, NUL
+/// included, to a program, and the node goes into one as `BTS_NODE=<node>`.
+const MAX_ONE_SHOT_NODE: usize = 128 * 1024 - 1 - "BTS_NODE=".len();
+
+/// Why `node` cannot reach a one-shot program, which gets it in its arguments and environment.
+fn unpassable(node: &[u8]) -> Option<String> {
+    if node.contains(&0) {
+        return Some("it holds a NUL byte".into());
+    }
+    (node.len() > MAX_ONE_SHOT_NODE).then(|| {
+        format!("{} bytes, more than the system passes to a program in one string ({MAX_ONE_SHOT_NODE})", node.len())
+    })
 }
 
 pub(crate) fn timeout_message(config: &ExecConfig) -> String {
