@@ -263,10 +263,10 @@ impl Run {
         }
         let (mut scheduler, before) = match resume {
             Some(ck) => {
-                let before = (ck.elapsed_s, ck.segments);
+                let before = Earlier::of(&ck);
                 (Scheduler::resume(config, ck.committed_totals(), Some(ck.budget), ck.jobs), before)
             }
-            None => (Scheduler::new(config, searcher.root().map_err(RunError::Setup)?), (0.0, 0)),
+            None => (Scheduler::new(config, searcher.root().map_err(RunError::Setup)?), Earlier::default()),
         };
 
         let mut threads = Vec::new();
@@ -349,10 +349,10 @@ impl Run {
         }
         // What the run starts from: the root, or the nodes a checkpoint saved.
         let (totals, before, initial_jobs, fresh) = match resume {
-            Some(ck) => (ck.committed_totals(), (ck.elapsed_s, ck.segments), ck.jobs, false),
+            Some(ck) => (ck.committed_totals(), Earlier::of(&ck), ck.jobs, false),
             None => {
                 let root = Pending { depth: 0, node: searcher.root().map_err(RunError::Setup)? };
-                (Totals::default(), (0.0, 0), vec![root], true)
+                (Totals::default(), Earlier::default(), vec![root], true)
             }
         };
         let nodes_before = totals.nodes;
@@ -494,8 +494,9 @@ fn finished(
     // Checkpoints hold usable times only, so the sum is one a Duration can take. The run's time
     // ends with its driver: saying goodbye to remote workers is not part of it.
     let ended = hooks.ended.unwrap_or_else(Instant::now);
-    let elapsed = Duration::from_secs_f64(saver.before.0) + ended.saturating_duration_since(saver.started);
-    let mut summary = Summary::new(&saver.tree.command_line(), &outcome, run, elapsed, saver.before.1 + 1);
+    let (elapsed_s, segments) = saver.before.with(ended.saturating_duration_since(saver.started));
+    let elapsed = Duration::from_secs_f64(elapsed_s);
+    let mut summary = Summary::new(&saver.tree.command_line(), &outcome, run, elapsed, segments);
     summary.tree_totals = searcher.counters().map(|c| TreeTotals::new(c, &run.totals().counters));
     summary.best = BestSummary::of(searcher.optimises(), run.totals());
     let checkpoint_error = hooks.last_save_failed;
@@ -532,13 +533,13 @@ impl<'a> Hooks<'a> {
         tree: &'a TreeSpec,
         options: &'a RunOptions,
         searcher: &Arc<dyn Searcher>,
-        (before, nodes_before): ((f64, u32), u64),
+        (before, nodes_before): (Earlier, u64),
         started: Instant,
     ) -> Result<Self, RunError> {
         let monitor = match options.monitor.is_active() {
             true => {
                 let polling = !matches!(options.mode, RunMode::Budget);
-                let monitor = Monitor::new(&options.monitor, searcher, polling, (before.0, nodes_before));
+                let monitor = Monitor::new(&options.monitor, searcher, polling, (before.elapsed_s, nodes_before));
                 Some(monitor.map_err(RunError::History)?)
             }
             false => None,
@@ -578,14 +579,37 @@ impl Observer for Hooks<'_> {
     }
 }
 
+/// The run before this segment: its seconds and segments, and whether it was over already.
+#[derive(Clone, Copy, Debug, Default)]
+struct Earlier {
+    elapsed_s: f64,
+    segments: u32,
+    over: bool,
+}
+
+impl Earlier {
+    fn of(checkpoint: &Checkpoint) -> Self {
+        Earlier { elapsed_s: checkpoint.elapsed_s, segments: checkpoint.segments, over: checkpoint.is_complete() }
+    }
+
+    /// The run's seconds and segments with this segment, `this` long: a complete run resumed
+    /// adds neither (resuming it changes nothing).
+    fn with(self, this: Duration) -> (f64, u32) {
+        match self.over {
+            true => (self.elapsed_s, self.segments),
+            false => (self.elapsed_s + this.as_secs_f64(), self.segments + 1),
+        }
+    }
+}
+
 /// Saves the run to the checkpoint file, if there is one.
 struct Checkpointer<'a> {
     tree: &'a TreeSpec,
     /// The digest of the file the tree was read from.
     input_digest: Option<u32>,
     options: &'a RunOptions,
-    /// Elapsed seconds and segments of the run before this one.
-    before: (f64, u32),
+    /// The run before this segment.
+    before: Earlier,
     started: Instant,
 }
 
@@ -615,8 +639,8 @@ impl Checkpointer<'_> {
                 || BudgetState { base: o.scheduler.budget.initial, cost: Default::default() },
                 |b| b.state().clone(),
             ),
-            elapsed_s: self.before.0 + self.started.elapsed().as_secs_f64(),
-            segments: self.before.1 + 1,
+            elapsed_s: self.before.with(self.started.elapsed()).0,
+            segments: self.before.with(self.started.elapsed()).1,
             output_len: scheduler.totals().output_bytes,
             jobs,
             seal: at.output_checksum.map(|crc| OutputSeal { crc, ended: at.last }),

@@ -96,7 +96,12 @@ fn node_limited_segments_with_changing_worker_counts_count_everything_once() {
     assert_eq!(inspect(&ck)["complete"], true);
     let again = bts(&["resume", ck_s, "--summary-json", "-"]);
     assert_eq!(again.status.code(), Some(0));
-    assert_eq!(summary(&again)["nodes"].as_u64(), Some(nodes));
+    let a = summary(&again);
+    assert_eq!(a["nodes"].as_u64(), Some(nodes));
+    // Nor does it count a segment, or time: the run is as the checkpoint holds it.
+    let held = inspect(&ck);
+    assert_eq!((&a["segments"], &a["elapsed_s"]), (&held["segments"], &held["elapsed_s"]), "{a}\n{held}");
+    assert_eq!(a["segments"], s["segments"]);
     check_queens_output(&out, 13);
 }
 

@@ -480,6 +480,10 @@ pub(crate) fn with_retries(
     loop {
         match attempt() {
             Ok(()) => return Ok(()),
+            // bts killed its programs as it exits: nothing failed, and nobody waits for the job.
+            Err(f) if crate::process::exiting() => {
+                return Err(JobFailure { id: job.id, node, message: f.what, given_up: true });
+            }
             Err(f) if attempts < retries && !f.beyond_retry && !stopping() => {
                 attempts += 1;
                 tracing::warn!(
