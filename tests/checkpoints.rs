@@ -648,9 +648,13 @@ fn an_output_rewritten_or_appended_to_after_the_run_is_refused_and_left_untouche
     let rewritten = lines.concat();
     assert_ne!(rewritten, records);
     let appended = [&records[..], b"a line of the user's\n"].concat();
-    for (content, message) in
-        [(&rewritten, "is not this run's output"), (&appended, "bytes more than this checkpoint's run wrote")]
-    {
+    // Longer, and not this run's at all: no advice to cut it to the committed length.
+    let longer = [&rewritten[..], b"a line of the user's\n"].concat();
+    for (content, message) in [
+        (&rewritten, "is not this run's output"),
+        (&appended, "bytes more than this checkpoint's run wrote"),
+        (&longer, "is not this run's output"),
+    ] {
         std::fs::write(&out, content).unwrap();
         let o = bts(&["resume", ck.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

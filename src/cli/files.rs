@@ -316,15 +316,6 @@ impl FileOutput {
             let sum = sum_records(&mut file, header, kept).map_err(unreadable)?;
             return Ok(Self::new(file, path, sum, header));
         };
-        if seal.ended && len > committed {
-            return Err(CliError::usage(format!(
-                "the output file {shown} holds {} bytes more than this checkpoint's run wrote, which wrote nothing after \
-                 its last save: they come from elsewhere, another program or a later run of this checkpoint that saved \
-                 to another --checkpoint file (resume that one); else move them away (or cut the file to {committed} \
-                 bytes) and resume again",
-                len - committed
-            )));
-        }
         let sum = sum_records(&mut file, header, kept).map_err(unreadable)?;
         let mut sealed = sum.clone();
         let best = checkpoint.written_best();
@@ -336,6 +327,16 @@ impl FileOutput {
             return Err(CliError::usage(format!(
                 "the output file {shown} is not this run's output: its first {committed} bytes are not the records the \
                  checkpoint committed (rewritten by another run?)"
+            )));
+        }
+        // Checked after the records it should hold: cutting the file is advice only for this run's.
+        if seal.ended && len > committed {
+            return Err(CliError::usage(format!(
+                "the output file {shown} holds {} bytes more than this checkpoint's run wrote, which wrote nothing after \
+                 its last save: they come from elsewhere, another program or a later run of this checkpoint that saved \
+                 to another --checkpoint file (resume that one); else move them away (or cut the file to {committed} \
+                 bytes) and resume again",
+                len - committed
             )));
         }
         Ok(Self::new(file, path, sum, header))
