@@ -884,3 +884,49 @@ fn a_checkpoint_whose_folder_is_gone_is_not_offered_for_resuming() {
     assert!(log.contains("no earlier checkpoint is left there"), "{log}");
     assert!(!log.contains("carries on from it"), "{log}");
 }
+
+/// A run whose records went to stdout carries on in a file only if the file holds them: a missing
+/// one is refused saying where the records went, and the captured stdout resumes exactly. A
+/// checkpoint's own output that became a folder is named as the checkpoint's, not as --output.
+#[test]
+fn resume_messages_say_where_the_records_went() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, captured) = (dir.path().join("ck"), dir.path().join("stdout.txt"));
+    let run = bts_command()
+        .args(["run", "--workers", "1", "--progress", "never", "--node-limit", "5000", "--checkpoint"])
+        .args([ck.to_str().unwrap(), "queens", "--n", "10"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(3), "{}", stderr(&run));
+    std::fs::write(&captured, &run.stdout).unwrap();
+    let missing = dir.path().join("missing.txt");
+    let o = bts(&["resume", ck.to_str().unwrap(), "--output", missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("of records to stdout; to carry on in a file"), "{}", stderr(&o));
+    let o = bts(&["resume", ck.to_str().unwrap(), "--output", captured.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("(the run wrote its records to stdout)"), "{}", stderr(&o));
+    check_queens_output(&captured, 10);
+
+    let (ck, out) = (dir.path().join("ck2"), dir.path().join("out.txt"));
+    let o = bts(&[
+        "run",
+        "--workers",
+        "1",
+        "--node-limit",
+        "5000",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "queens",
+        "--n",
+        "10",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    std::fs::remove_file(&out).unwrap();
+    std::fs::create_dir(&out).unwrap();
+    let o = bts(&["resume", ck.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("error: the checkpoint's output file"), "{}", stderr(&o));
+}

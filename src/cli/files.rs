@@ -82,12 +82,20 @@ pub fn check(
             )));
         }
     }
-    let needs_a_file = [
-        (
+    // A resumed run's output is the checkpoint's unless --output is given.
+    let (output_name, output_why) = match o.output {
+        Some(_) => (
             "--output",
-            output,
-            "the output is a file that a resumed run cuts back to its checkpoint; leave out --output to have the records on stdout",
+            "the output is a file that a resumed run cuts back to its checkpoint; leave out --output to have the \
+             records on stdout",
         ),
+        None => (
+            "the checkpoint's output file",
+            "the output is a file that a resumed run cuts back to its checkpoint; give --output FILE if it is elsewhere",
+        ),
+    };
+    let needs_a_file = [
+        (output_name, output, output_why),
         ("--checkpoint", checkpoint, "a checkpoint is a file that the run replaces as it goes"),
     ];
     for (option, path, why) in needs_a_file {
@@ -310,8 +318,12 @@ impl FileOutput {
             )));
         }
         let Some(seal) = checkpoint.seal else {
+            let why = match checkpoint.options.output {
+                None => "the run wrote its records to stdout",
+                Some(_) => "an older bts wrote it",
+            };
             tracing::warn!(
-                "the checkpoint records no checksum of the output (an older bts wrote it): {shown} is checked by its length only"
+                "the checkpoint records no checksum of the output ({why}): {shown} is checked by its length only"
             );
             let sum = sum_records(&mut file, header, kept).map_err(unreadable)?;
             return Ok(Self::new(file, path, sum, header));

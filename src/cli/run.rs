@@ -666,6 +666,14 @@ fn reopen_output(
         // Nothing of it to keep (a run stopped before its first records, its file removed to free
         // a full disk): made afresh.
         Some(p) if !p.exists() && checkpoint.resumed_output_len() == 0 => Box::new(FileOutput::create(p, header)?),
+        Some(p) if !p.exists() && checkpoint.options.output.is_none() => {
+            return Err(CliError::usage(format!(
+                "--output {} does not exist: the run wrote its {} bytes of records to stdout; to carry on in a file, \
+                 give --output a file that holds them",
+                p.display(),
+                checkpoint.output_len
+            )));
+        }
         Some(p) => Box::new(FileOutput::reopen(p, checkpoint, frame_len).map_err(|e| match given || !relative {
             true => e,
             false => CliError::usage(format!(
