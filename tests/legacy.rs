@@ -627,7 +627,7 @@ fn a_one_shot_program_reads_an_empty_input_and_may_end_without_a_newline() {
 }
 
 /// A job that fails while the run stops is not tried again: retries would hold the stop up by
-/// `--job-timeout` each.
+/// `--job-timeout` each. It goes back to the job list, and the run stops as told (exit 3).
 #[test]
 fn a_job_failing_as_the_run_stops_is_not_tried_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -657,7 +657,8 @@ fn a_job_failing_as_the_run_stops_is_not_tried_again() {
         let worker = remote.then(|| bts(&["worker", "--connect-file", address.to_str().unwrap(), "--threads", "2"]));
         wait_bounded(&mut master, std::time::Duration::from_secs(30));
         let o = master.wait_with_output().unwrap();
-        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert!(stderr(&o).contains("job given up as the run stops"), "{}", stderr(&o));
         assert!(stderr(&o).contains("(after 1 attempt, not tried again as the run stops)"), "{}", stderr(&o));
         // Six attempts would take 12 s.
         assert!(started.elapsed() < std::time::Duration::from_secs(8), "remote {remote}: {:?}", started.elapsed());
