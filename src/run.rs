@@ -170,6 +170,17 @@ pub struct Finished {
     /// Why the checkpoint could not be written when the run ended ([`RunError::Checkpoint`]); the
     /// previous one stays valid.
     pub checkpoint_error: Option<RunError>,
+    /// What the run did after its checkpoint's last save, if anything (a random-polling run stopped
+    /// at once takes no new one): a resumed run does it again.
+    pub unsaved: Option<Unsaved>,
+}
+
+/// What a run did after its checkpoint's last save.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unsaved {
+    pub nodes: u64,
+    /// Records written to stdout since, which a resumed run writes again (a file is cut back).
+    pub printed: u64,
 }
 
 /// Asks a run to stop (from a signal handler thread, a timer, ...).
@@ -501,7 +512,14 @@ fn finished(
     summary.best = BestSummary::of(searcher.optimises(), run.totals());
     let checkpoint_error = hooks.last_save_failed;
     let checkpoint = saver.options.checkpoint.clone().filter(|_| checkpoint_error.is_none());
-    Ok(Finished { outcome, summary, checkpoint, checkpoint_error })
+    let (t, o) = (run.totals(), saver.options);
+    let on_stdout = o.output_path.is_none() && !o.count_only;
+    let unsaved = saver.saved.get().filter(|_| checkpoint.is_some()).map(|(nodes, outputs)| Unsaved {
+        nodes: t.nodes.saturating_sub(nodes),
+        printed: if on_stdout { t.outputs.saturating_sub(outputs) } else { 0 },
+    });
+    let unsaved = unsaved.filter(|u| u.nodes > 0 || u.printed > 0);
+    Ok(Finished { outcome, summary, checkpoint, checkpoint_error, unsaved })
 }
 
 /// The driver's deadlines and timers, from the run's options.
@@ -544,7 +562,8 @@ impl<'a> Hooks<'a> {
             }
             false => None,
         };
-        let saver = Checkpointer { tree, input_digest: searcher.input_digest(), options, before, started };
+        let saved = Default::default();
+        let saver = Checkpointer { tree, input_digest: searcher.input_digest(), options, before, started, saved };
         Ok(Hooks { saver, monitor, searcher: Arc::clone(searcher), last_save_failed: None, ended: None })
     }
 }
@@ -611,6 +630,8 @@ struct Checkpointer<'a> {
     /// The run before this segment.
     before: Earlier,
     started: Instant,
+    /// The nodes and records of the run as the last checkpoint written holds them.
+    saved: std::cell::Cell<Option<(u64, u64)>>,
 }
 
 impl Checkpointer<'_> {
@@ -653,7 +674,9 @@ impl Checkpointer<'_> {
             },
             input_digest: self.input_digest,
         };
-        bts_checkpoints::write(path, &checkpoint)
+        bts_checkpoints::write(path, &checkpoint)?;
+        self.saved.set(Some((scheduler.totals().nodes, scheduler.totals().outputs)));
+        Ok(())
     }
 }
 

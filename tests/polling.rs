@@ -340,3 +340,42 @@ fn a_remote_polling_worker_whose_thread_dies_fails_the_run() {
     wait_until(Duration::from_secs(5), || worker.is_finished(), || "the worker did not end within 5 s".into());
     assert_eq!(worker.join().unwrap(), bts::cli::Exit::Complete);
 }
+
+/// A second signal ends a polling run before its pause can save it: the last checkpoint stays,
+/// and the message says so, with how many nodes the resumed run visits again and how many
+/// records it prints again (they went to stdout); a stop whose pause did save says it wrote the
+/// checkpoint. Either way the message matches what the checkpoint holds.
+#[test]
+fn a_polling_run_stopped_at_once_says_what_its_checkpoint_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, s) = (dir.path().join("c.ck"), dir.path().join("s.json"));
+    for _ in 0..4 {
+        let _ = std::fs::remove_file(&ck);
+        let mut run = bts_command()
+            .args(["run", "--mode", "polling", "--workers", "2", "--progress", "never", "--checkpoint"])
+            .args([ck.to_str().unwrap(), "--summary-json", s.to_str().unwrap(), "queens", "--n", "14"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until(Duration::from_secs(30), || ck.exists(), || "no checkpoint".into());
+        std::thread::sleep(Duration::from_millis(50));
+        signal(&run, "-INT");
+        signal(&run, "-TERM");
+        let status = wait_bounded(&mut run, Duration::from_secs(30));
+        let mut log = String::new();
+        std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
+        assert_eq!(status.code(), Some(3), "{log}");
+        let said: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&s).unwrap()).unwrap();
+        let held = inspect(&ck)["counters"].clone();
+        let nodes = said["nodes"].as_u64().unwrap() - held["nodes"].as_u64().unwrap();
+        let records = said["outputs"].as_u64().unwrap() - held["outputs"].as_u64().unwrap();
+        if nodes == 0 {
+            assert!(log.contains("checkpoint written to"), "{log}");
+        } else {
+            let expected =
+                format!("the {nodes} nodes visited since are visited again, and the {records} records printed");
+            assert!(log.contains(&expected), "expected {expected:?} in {log}");
+        }
+    }
+}

@@ -402,16 +402,35 @@ fn execute(
         written.map_err(|e| CliError::failure(format!("cannot write the summary to {}: {e}", path.display())))?;
     }
     let resume_hint = || match (&finished.checkpoint, &finished.checkpoint_error) {
-        (Some(p), _) => match &args.remote.rendezvous {
-            // A cluster launch resumes as one too.
-            Some(r) => format!(
-                "checkpoint written to {0}; resume with your launcher as before, each rank running: bts resume \
-                 {0} --rendezvous {1}",
-                p.display(),
-                absolute(r).display()
-            ),
-            None => format!("checkpoint written to {0}; resume with: bts resume {0}", p.display()),
-        },
+        (Some(p), _) => {
+            let kept = match finished.unsaved {
+                None => format!("checkpoint written to {}", p.display()),
+                Some(u) => {
+                    let printed = match u.printed {
+                        0 => String::new(),
+                        n => format!(
+                            ", and the {} printed since are printed again",
+                            crate::summary::plural(n, "records")
+                        ),
+                    };
+                    format!(
+                        "the checkpoint {} holds the run as of its last save: on resuming, the {} visited since are \
+                         visited again{printed}",
+                        p.display(),
+                        crate::summary::plural(u.nodes, "nodes")
+                    )
+                }
+            };
+            match &args.remote.rendezvous {
+                // A cluster launch resumes as one too.
+                Some(r) => format!(
+                    "{kept}; resume with your launcher as before, each rank running: bts resume {} --rendezvous {}",
+                    p.display(),
+                    absolute(r).display()
+                ),
+                None => format!("{kept}; resume with: bts resume {}", p.display()),
+            }
+        }
         (None, Some(e)) => match e {
             crate::RunError::Checkpoint { path, .. } if path.is_file() => format!(
                 "{e}; the previous checkpoint there is still valid: bts resume {} carries on from it",
