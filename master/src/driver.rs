@@ -577,6 +577,16 @@ pub fn drive_polling(
             Event::Poll(report) => coordinator.handle(report),
             Event::Stop(reason) => coordinator.request_pause(PauseFor::Stop(reason)),
             Event::Abort(reason) => {
+                // A run whose end is decided (a signal as it ends) ends as decided, and saved so.
+                if let Some(outcome) = coordinator.end_now() {
+                    flush(coordinator, output, &mut written)?;
+                    if outcome == Outcome::Complete {
+                        save(coordinator, output, observer, true)?;
+                    }
+                    let_go(routes, &processes, output)?;
+                    observer.finish(coordinator);
+                    return Ok(outcome);
+                }
                 let_go(routes, &processes, output)?;
                 return Ok(Outcome::Stopped(reason));
             }

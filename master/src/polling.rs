@@ -475,6 +475,17 @@ impl Coordinator {
         }
     }
 
+    /// The run's end, if it is decided already and only the workers' goodbyes are awaited: it
+    /// ends so now (a complete run with its best records written).
+    pub fn end_now(&mut self) -> Option<Outcome> {
+        let ending = self.ending.clone()?;
+        if ending == Outcome::Complete && !self.best_written {
+            self.write_best();
+        }
+        self.outcome = Some(ending.clone());
+        Some(ending)
+    }
+
     fn check_finished(&mut self) {
         if self.slots.iter().all(|s| matches!(s.state, State::Finished | State::Gone | State::Left)) {
             let outcome = self.ending.clone().unwrap_or(Outcome::Complete);

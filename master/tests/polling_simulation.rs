@@ -2470,6 +2470,28 @@ fn a_run_ended_by_waves_writes_its_best_record() {
     assert_eq!(c.output(), b"seven\n");
 }
 
+/// A run stopped at once (a second signal) after its end was decided, while it waits for its
+/// workers' goodbyes, ends as decided, its best record written; before that, it has no end yet.
+#[test]
+fn a_run_stopped_at_once_after_its_end_was_decided_ends_as_decided() {
+    let mut c = coordinator_at_start();
+    let a = c.add_workers(1);
+    drain(&mut c);
+    let best = bts_protocol::Solution { value: 7, record: b"seven".to_vec() };
+    let progress = Progress { visited: 1, solutions: vec![best], ..Progress::default() };
+    c.handle(PollReport::Progress { worker: a, progress });
+    let wave = c.start_wave().expect("a wave");
+    c.wave_counts(wave, vec![counts(a, 0, 0, 1)]);
+    assert_eq!(c.end_now(), None, "one wave decides nothing");
+    let wave = c.start_wave().expect("a wave");
+    c.wave_counts(wave, vec![counts(a, 0, 0, 1)]);
+    // Worker a has not said goodbye.
+    assert_eq!(c.outcome(), None);
+    assert_eq!(c.end_now(), Some(Outcome::Complete));
+    assert_eq!(c.outcome(), Some(&Outcome::Complete));
+    assert_eq!(c.output(), b"seven\n");
+}
+
 /// A target reached pauses the run; solutions found before every worker has paused count, and the
 /// output is the best records when the pause completes, in the snapshot the final checkpoint takes.
 #[test]
