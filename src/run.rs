@@ -506,7 +506,8 @@ fn finished(
     // ends with its driver: saying goodbye to remote workers is not part of it.
     let ended = hooks.ended.unwrap_or_else(Instant::now);
     let (elapsed_s, segments) = saver.before.with(ended.saturating_duration_since(saver.started));
-    let elapsed = Duration::from_secs_f64(elapsed_s);
+    // A resumed run starts from the final checkpoint's time: the summary must not say more.
+    let elapsed = Duration::from_secs_f64(saver.final_elapsed_s.get().unwrap_or(elapsed_s));
     let mut summary = Summary::new(&saver.tree.command_line(), &outcome, run, elapsed, segments);
     summary.tree_totals = searcher.counters().map(|c| TreeTotals::new(c, &run.totals().counters));
     summary.best = BestSummary::of(searcher.optimises(), run.totals());
@@ -562,8 +563,16 @@ impl<'a> Hooks<'a> {
             }
             false => None,
         };
-        let saved = Default::default();
-        let saver = Checkpointer { tree, input_digest: searcher.input_digest(), options, before, started, saved };
+        let (saved, final_elapsed_s) = Default::default();
+        let saver = Checkpointer {
+            tree,
+            input_digest: searcher.input_digest(),
+            options,
+            before,
+            started,
+            saved,
+            final_elapsed_s,
+        };
         Ok(Hooks { saver, monitor, searcher: Arc::clone(searcher), last_save_failed: None, ended: None })
     }
 }
@@ -632,6 +641,8 @@ struct Checkpointer<'a> {
     started: Instant,
     /// The nodes and records of the run as the last checkpoint written holds them.
     saved: std::cell::Cell<Option<(u64, u64)>>,
+    /// The run's seconds as its final checkpoint holds them: the summary says the same.
+    final_elapsed_s: std::cell::Cell<Option<f64>>,
 }
 
 impl Checkpointer<'_> {
@@ -639,6 +650,7 @@ impl Checkpointer<'_> {
     fn write(&self, scheduler: &dyn RunView, jobs: Vec<Pending>, at: SavePoint) -> io::Result<()> {
         let Some(path) = &self.options.checkpoint else { return Ok(()) };
         let o = self.options;
+        let (elapsed_s, segments) = self.before.with(self.started.elapsed());
         let checkpoint = Checkpoint {
             written_unix_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
             tree: self.tree.clone(),
@@ -660,8 +672,8 @@ impl Checkpointer<'_> {
                 || BudgetState { base: o.scheduler.budget.initial, cost: Default::default() },
                 |b| b.state().clone(),
             ),
-            elapsed_s: self.before.with(self.started.elapsed()).0,
-            segments: self.before.with(self.started.elapsed()).1,
+            elapsed_s,
+            segments,
             output_len: scheduler.totals().output_bytes,
             jobs,
             seal: at.output_checksum.map(|crc| OutputSeal { crc, ended: at.last }),
@@ -676,6 +688,9 @@ impl Checkpointer<'_> {
         };
         bts_checkpoints::write(path, &checkpoint)?;
         self.saved.set(Some((scheduler.totals().nodes, scheduler.totals().outputs)));
+        if at.last {
+            self.final_elapsed_s.set(Some(elapsed_s));
+        }
         Ok(())
     }
 }

@@ -930,3 +930,24 @@ fn resume_messages_say_where_the_records_went() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("error: the checkpoint's output file"), "{}", stderr(&o));
 }
+
+/// The summary of a run that ends with a checkpoint gives the time the checkpoint holds, so that a
+/// resumed run never reports less time than the segment before it did.
+#[test]
+fn a_stopped_runs_summary_gives_its_checkpoints_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("c.ck");
+    let mut times = Vec::new();
+    let first = ["run", "--workers", "1", "--count-only", "--summary-json", "-", "--node-limit", "1", "--checkpoint"];
+    let o = bts(&[&first[..], &[ck.to_str().unwrap(), "queens", "--n", "8"]].concat());
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    times.push(summary(&o)["elapsed_s"].as_f64().unwrap());
+    assert_eq!(inspect(&ck)["elapsed_s"].as_f64(), times.last().copied());
+    for _ in 0..3 {
+        let o = bts(&["resume", ck.to_str().unwrap(), "--node-limit", "1", "--summary-json", "-"]);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        times.push(summary(&o)["elapsed_s"].as_f64().unwrap());
+        assert_eq!(inspect(&ck)["elapsed_s"].as_f64(), times.last().copied());
+    }
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+}
