@@ -257,6 +257,7 @@ impl Run {
         if self.options.workers == 0 && self.options.listen.is_none() {
             return Err(RunError::Setup("a run needs at least one worker".into()));
         }
+        self.check_resumable()?;
         if let RunMode::Polling { split, start } = self.options.mode {
             return self.run_polling(split, start, output);
         }
@@ -329,17 +330,53 @@ impl Run {
         if let Some(server) = server {
             server.finish();
         }
-        // After an abort, jobs are still out with the threads: leave them to finish on their own.
+        // After an abort or a failure, jobs are still out with the threads: they give them up (a
+        // legacy program is killed), and are left to end on their own.
         if scheduler.in_flight() == 0 {
             for t in threads {
                 let _ = t.join();
             }
+        } else {
+            searcher.abandon();
         }
         finished(result?, &scheduler, hooks, &*searcher)
     }
 }
 
 impl Run {
+    /// Refuses what would make the run's result wrong without a word: a searcher whose incumbent
+    /// an earlier run raised (it would prune solutions this run never reports), and a resume that
+    /// changes whether records are written, or turns on keeping every optimal solution (the ties
+    /// pruned before cannot come back).
+    fn check_resumable(&self) -> Result<(), RunError> {
+        let saved = self.resume.as_ref().and_then(|ck| ck.optimum.best.as_ref()).map(|b| b.value);
+        if let Some(shared) = self.searcher.incumbent()
+            && shared.value() > saved.unwrap_or(bts_protocol::NO_VALUE)
+        {
+            return Err(RunError::Setup(format!(
+                "the searcher's incumbent holds the value {} of an earlier run: a branch and bound needs a new \
+                 searcher for each run (or it prunes solutions it never reports)",
+                shared.value()
+            )));
+        }
+        let Some(ck) = &self.resume else { return Ok(()) };
+        if ck.options.count_only != self.options.count_only {
+            return Err(RunError::Setup(format!(
+                "the checkpoint's run {} its records: a resumed run must do the same (count_only {})",
+                if ck.options.count_only { "counted without writing" } else { "wrote" },
+                ck.options.count_only
+            )));
+        }
+        if self.options.scheduler.optimum.keep_ties && !ck.optimum.keep_ties {
+            return Err(RunError::Setup(
+                "the checkpoint's run kept one optimal solution, not all: the ties it pruned cannot come back, so \
+                 keeping them all must be asked for when the run starts"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// A random-polling run on local threads.
     fn run_polling(self, split: SplitRule, start: PollingStart, output: &mut dyn Output) -> Result<Finished, RunError> {
         let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;

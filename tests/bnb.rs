@@ -975,3 +975,39 @@ fn detached_runners_keep_their_solutions_to_themselves() {
     searcher.runner(RunnerSettings::default()).unwrap().run(&job, &mut batch).unwrap();
     assert_eq!(searcher.incumbent().unwrap().value(), 11);
 }
+
+/// A searcher keeps the incumbent its runners share: a second run with it would prune solutions it
+/// never reports (it ended `complete` with no solution). Such a run is refused, and so is a resume
+/// that turns on keeping every optimal solution, or changes whether records are written.
+#[test]
+fn library_runs_refuse_what_would_make_their_result_wrong() {
+    use bts::{RunError, Searcher, TreeSearcher, TreeSpec};
+    use std::sync::Arc;
+    let items = [(6, 5), (5, 4), (4, 4), (3, 2)];
+    let searcher: Arc<dyn Searcher> = Arc::new(TreeSearcher::optimising(Knapsack::new(10, &items).unwrap()));
+    let spec = TreeSpec::new("k", Vec::<String>::new());
+    let run = || Run::with_searcher(spec.clone(), Arc::clone(&searcher)).options(options(1, RunMode::Budget, false));
+    let first = run().run(&mut std::io::sink()).unwrap();
+    assert_eq!(first.summary.totals.best.unwrap().value, knapsack_dp(10, &items));
+    let refused = |r: Result<bts::Finished, RunError>, what: &str| match r {
+        Err(RunError::Setup(m)) => assert!(m.contains(what), "{m}"),
+        other => panic!("not refused: {:?}", other.map(|f| f.outcome)),
+    };
+    refused(run().run(&mut std::io::sink()), "needs a new searcher for each run");
+
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let mut stopped = options(1, RunMode::Budget, false);
+    stopped.checkpoint = Some(ck.clone());
+    stopped.scheduler.node_limit = Some(3);
+    let fresh = || Arc::new(TreeSearcher::optimising(Knapsack::new(10, &items).unwrap())) as Arc<dyn Searcher>;
+    let o = Run::with_searcher(spec.clone(), fresh()).options(stopped).run(&mut std::io::sink()).unwrap();
+    assert_eq!(o.outcome, bts::Outcome::Stopped(bts::StopReason::NodeLimit));
+    let resume = |options: RunOptions| {
+        Run::resume(bts::load_checkpoint(&ck).unwrap(), fresh()).options(options).run(&mut std::io::sink())
+    };
+    refused(resume(options(1, RunMode::Budget, true)), "the ties it pruned cannot come back");
+    refused(resume(RunOptions { count_only: true, ..options(1, RunMode::Budget, false) }), "count_only");
+    let done = resume(options(1, RunMode::Budget, false)).unwrap();
+    assert_eq!(done.summary.totals.best.unwrap().value, knapsack_dp(10, &items));
+}

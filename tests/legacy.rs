@@ -241,13 +241,15 @@ fn programs_that_cannot_run_are_refused_before_the_run() {
     // Executable, but the system cannot run them: a #! line naming no program, and no #! line.
     let shebang = self::script(dir.path(), "bad-shebang.sh", "#!/nonexistent/sh\necho 'done 1'\n");
     let garbage = self::script(dir.path(), "garbage", "\x01\x02 not a program\n");
-    // Windows line ends: the kernel looks for "/bin/sh\r".
+    // Windows line ends: the kernel looks for "/bin/sh\r", or env for "sh\r".
     let crlf = self::script(dir.path(), "crlf.sh", "#!/bin/sh\r\necho 'done 1'\r\n");
+    let crlf_env = self::script(dir.path(), "crlf-env.sh", "#!/usr/bin/env sh\r\necho 'done 1'\r\n");
     let cases = [
         (vec!["run", "exec", "--", script.to_str().unwrap()], "is not executable"),
         (vec!["run", "exec", "--persistent", "--", shebang.to_str().unwrap()], "names \"/nonexistent/sh\""),
         (vec!["run", "exec", "--", garbage.to_str().unwrap()], "neither a binary nor a script with a #! line"),
-        (vec!["run", "exec", "--", crlf.to_str().unwrap()], "names \"/bin/sh\\r\", which is not a program here (the"),
+        (vec!["run", "exec", "--", crlf.to_str().unwrap()], "ends in a carriage return (Windows line ends)"),
+        (vec!["run", "exec", "--", crlf_env.to_str().unwrap()], "part of \"/usr/bin/env sh\\r\": convert"),
         (vec!["run", "exec", "--", "/tmp"], "is a directory, not a program"),
         (vec!["run", "exec", "--", "/dev/null"], "is not a regular file"),
         (vec!["run", "exec", "--", "/nonexistent/program"], "no such file"),
@@ -417,7 +419,8 @@ fn a_program_that_dies_leaving_a_helper_on_its_stdout_fails_at_once() {
 }
 
 /// A job that fails for good ends the run at once, with the error, although another job still
-/// runs (here one that would take 30 s); the checkpoint holds both, and nothing is left running.
+/// runs (here one that would take 30 s); the checkpoint holds both, and nothing is left running:
+/// on the master's workers, and on a remote worker, which the run's end makes give its job up.
 #[test]
 fn a_failed_job_ends_the_run_without_waiting_for_the_others() {
     let dir = tempfile::tempdir().unwrap();
@@ -432,19 +435,40 @@ b) touch "$0.b"; sleep 30; echo "done 1" ;;
 esac
 "#,
     );
-    let ck = dir.path().join("ck");
-    let args = ["run", "--workers", "2", "--fixed-budget", "--progress", "never", "--checkpoint", ck.to_str().unwrap()];
-    let started = std::time::Instant::now();
-    let o = bts(&[&args[..], &["exec", "--retries", "0", "--", program.to_str().unwrap()]].concat());
-    let log = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{log}");
-    assert!(log.contains("a job failed at node \"a\"") && log.contains("exit status 1"), "{log}");
-    assert!(started.elapsed() < Duration::from_secs(20), "waited for the other job: {log}");
-    let mut nodes: Vec<Vec<u8>> =
-        bts_checkpoints::load(&ck).unwrap().jobs.iter().map(|p| p.node.as_slice().to_vec()).collect();
-    nodes.sort();
-    assert_eq!(nodes, [b"a".to_vec(), b"b".to_vec()]);
-    assert!(dir.path().join("failhang.sh.b").exists(), "job b never ran");
+    let address = dir.path().join("address");
+    let exec = ["exec", "--retries", "0", "--", program.to_str().unwrap()];
+    for remote in [false, true] {
+        let _ = std::fs::remove_file(dir.path().join("failhang.sh.b"));
+        let ck = dir.path().join(format!("ck-{remote}"));
+        let mut run = vec!["run", "--fixed-budget", "--progress", "never", "--checkpoint", ck.to_str().unwrap()];
+        match remote {
+            false => run.extend(["--workers", "2"]),
+            true => {
+                run.extend(["--workers", "0", "--listen", "127.0.0.1:0", "--address-file", address.to_str().unwrap()])
+            }
+        }
+        let started = std::time::Instant::now();
+        let master =
+            bts_command().args([&run[..], &exec].concat()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let worker = remote.then(|| {
+            wait_until(Duration::from_secs(30), || address.exists(), || "no address file".into());
+            bts_command().args(["worker", "--connect-file", address.to_str().unwrap(), "--threads", "2"]).output()
+        });
+        let o = master.wait_with_output().unwrap();
+        let log = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "remote {remote}: {log}");
+        assert!(log.contains("a job failed at node \"a\"") && log.contains("exit status 1"), "{log}");
+        if let Some(w) = worker {
+            let w = w.unwrap();
+            assert!(!stderr(&w).contains("panicked"), "{}", stderr(&w));
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "remote {remote}: waited for the other job: {log}");
+        let mut nodes: Vec<Vec<u8>> =
+            bts_checkpoints::load(&ck).unwrap().jobs.iter().map(|p| p.node.as_slice().to_vec()).collect();
+        nodes.sort();
+        assert_eq!(nodes, [b"a".to_vec(), b"b".to_vec()]);
+        assert!(dir.path().join("failhang.sh.b").exists(), "job b never ran");
+    }
 }
 
 /// A persistent program may exit after any `done` (here after each): it is started again for the
@@ -465,7 +489,19 @@ if [ "$d" -lt 6 ]; then echo "unexplored $((d+1)) ${node}0"; echo "unexplored $(
 echo "done 1"
 "#,
     );
-    for workers in ["1", "2", "3", "3", "3"] {
+    // Exits a moment after its `done`, when its next job is on its way: that job finds it gone.
+    let lingering = script(
+        dir.path(),
+        "lingering.sh",
+        r#"#!/bin/sh
+read -r kw b m d node
+if [ "$d" -lt 6 ]; then echo "unexplored $((d+1)) ${node}0"; echo "unexplored $((d+1)) ${node}1"; else echo "out $node"; fi
+echo "done 1"
+sleep 0.02
+"#,
+    );
+    let cases = [("1", &program), ("2", &program), ("3", &program), ("3", &program), ("2", &lingering)];
+    for (workers, program) in cases {
         let args = ["run", "--workers", workers, "--summary-json", "-", "--progress", "never", "exec", "--persistent"];
         let o = bts(&[&args[..], &["--retries", "0", "--root", "r", "--", program.to_str().unwrap()]].concat());
         let log = stderr(&o);
@@ -510,7 +546,7 @@ echo "done 1"
     let mut log = String::new();
     std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
     assert_eq!(status.code(), Some(3), "{log}");
-    assert!(log.contains("given up as the run stops"), "{log}");
+    assert!(log.contains("given up as its worker stops"), "{log}");
     let o = bts(&["resume", ck.to_str().unwrap(), "--summary-json", "-"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(summary(&o)["nodes"].as_u64(), Some(3));
@@ -518,25 +554,37 @@ echo "done 1"
 }
 
 /// A one-shot program gets its node in its arguments and environment: a node returned that cannot
-/// go there (a NUL byte, or longer than the system passes in one string) fails the job that
-/// returned it, saying why, instead of every try of the job that would get it.
+/// go there (a NUL byte, or longer than the system passes in one string, `{node}` in a longer
+/// argument included) fails the job that returned it, saying why, instead of every try of the job
+/// that would get it. A node just short of the limit goes through.
 #[test]
 fn a_node_a_one_shot_program_cannot_be_given_is_refused_where_it_is_returned() {
     let dir = tempfile::tempdir().unwrap();
     let program = script(
         dir.path(),
         "bignode.py",
-        "#!/usr/bin/env python3\nimport os, sys\nif os.environ['BTS_NODE'] == 'root':\n    \
-         sys.stdout.buffer.write(b'unexplored 1 ' + (b'a\\0b' if sys.argv[1] == 'nul' else b'x' * 200000) + b'\\n')\n\
-         print('done 1')\n",
+        "#!/usr/bin/env python3\nimport os, sys\nsizes = {'nul': 0, 'long': 200000, 'edge': 131062}\n\
+         if os.environ['BTS_NODE'] == 'root':\n    node = b'a\\0b' if sys.argv[1] == 'nul' else b'x' * sizes[sys.argv[1]]\n    \
+         sys.stdout.buffer.write(b'unexplored 1 ' + node + b'\\n')\nprint('done 1')\n",
     );
-    for (kind, why) in [("nul", "it holds a NUL byte"), ("long", "200000 bytes, more than the system passes")] {
-        let args = ["run", "--workers", "1", "--progress", "never", "exec", "--root", "root", "--"];
-        let o = bts(&[&args[..], &[program.to_str().unwrap(), kind]].concat());
+    let program = program.to_str().unwrap();
+    let cases: [(&[&str], Option<&str>); 4] = [
+        (&["nul"], Some("it holds a NUL byte")),
+        (&["long"], Some("200000 bytes, more than the system passes")),
+        (&["edge", "--start-node={node}"], Some("131062 bytes, more than the system passes")),
+        (&["edge"], None),
+    ];
+    for (args, why) in cases {
+        let run = ["run", "--workers", "1", "--progress", "never", "exec", "--root", "root", "--", program];
+        let o = bts(&[&run[..], args].concat());
         let log = stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "{kind}: {log}");
-        assert!(log.contains(&format!("a node that a one-shot program cannot be given: {why}")), "{kind}: {log}");
-        assert!(log.contains("a job failed at node \"root\"") && log.contains("(after 1 attempt)"), "{kind}: {log}");
+        let Some(why) = why else {
+            assert_eq!(o.status.code(), Some(0), "{args:?}: {log}");
+            continue;
+        };
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {log}");
+        assert!(log.contains(&format!("a node that a one-shot program cannot be given: {why}")), "{args:?}: {log}");
+        assert!(log.contains("a job failed at node \"root\"") && log.contains("(after 1 attempt)"), "{args:?}: {log}");
     }
 }
 
@@ -658,8 +706,8 @@ fn a_job_failing_as_the_run_stops_is_not_tried_again() {
         wait_bounded(&mut master, std::time::Duration::from_secs(30));
         let o = master.wait_with_output().unwrap();
         assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-        assert!(stderr(&o).contains("job given up as the run stops"), "{}", stderr(&o));
-        assert!(stderr(&o).contains("(after 1 attempt, not tried again as the run stops)"), "{}", stderr(&o));
+        assert!(stderr(&o).contains("job given up as its worker stops"), "{}", stderr(&o));
+        assert!(stderr(&o).contains("(after 1 attempt, not tried again as its worker stops)"), "{}", stderr(&o));
         // Six attempts would take 12 s.
         assert!(started.elapsed() < std::time::Duration::from_secs(8), "remote {remote}: {:?}", started.elapsed());
         if let Some(w) = worker {
@@ -673,15 +721,17 @@ fn a_job_failing_as_the_run_stops_is_not_tried_again() {
 }
 
 /// A remote worker told to leave (a signal) does not try a failing job again either: it would hold
-/// its leaving up by `--job-timeout` a try.
+/// its leaving up by `--job-timeout` a try. The job goes back to the job list, and another worker
+/// does it (the run used to fail).
 #[test]
 fn a_leaving_remote_worker_does_not_try_a_failing_job_again() {
     let dir = tempfile::tempdir().unwrap();
+    // Job a hangs the first time only.
     let program = script(
         dir.path(),
         "hang.sh",
         "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a'; echo 'unexplored 1 b';;\n\
-         a) touch \"$0.started\"; sleep 40;;\nesac\necho 'done 1'\n",
+         a) if [ ! -e \"$0.started\" ]; then touch \"$0.started\"; sleep 40; fi;;\nesac\necho 'done 1'\n",
     );
     let address = dir.path().join("address");
     let run = ["run", "--progress", "never", "--workers", "0", "--listen", "127.0.0.1:0", "--address-file"];
@@ -704,9 +754,13 @@ fn a_leaving_remote_worker_does_not_try_a_failing_job_again() {
     // Six attempts would take 12 s.
     assert!(asked.elapsed() < std::time::Duration::from_secs(8), "{:?}: {}", asked.elapsed(), stderr(&w));
     assert!(stderr(&w).contains("left the run"), "{}", stderr(&w));
+    let other = bts(&["worker", "--connect-file", address.to_str().unwrap(), "--threads", "1"]);
+    assert_eq!(other.status.code(), Some(0), "{}", stderr(&other));
     wait_bounded(&mut master, std::time::Duration::from_secs(30));
     let o = master.wait_with_output().unwrap();
-    assert!(stderr(&o).contains("not tried again as the run stops"), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not tried again as its worker stops"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("complete: 3 nodes"), "{}", stderr(&o));
 }
 
 /// `--job-timeout` holds while bts writes a job line too: a persistent program that never reads

@@ -83,6 +83,8 @@ pub struct ExecConfig {
     pub optimise: bool,
     /// The run is stopping: a failed job is not tried again, which would only hold up the stop.
     pub stopping: std::sync::atomic::AtomicBool,
+    /// The run is over: a job still running is given up (see `Searcher::abandon`).
+    pub abandoned: std::sync::atomic::AtomicBool,
 }
 
 /// The `exec` tree.
@@ -111,6 +113,7 @@ impl ExecSearcher {
             max_line: MAX_LINE,
             optimise: args.optimise,
             stopping: Default::default(),
+            abandoned: Default::default(),
         };
         Ok(Self { config: Arc::new(config), runners: AtomicUsize::new(0), incumbent: Arc::default() })
     }
@@ -123,6 +126,11 @@ impl Searcher for ExecSearcher {
 
     fn stopping(&self) {
         self.config.stopping.store(true, Ordering::Relaxed);
+    }
+
+    fn abandon(&self) {
+        self.config.stopping.store(true, Ordering::Relaxed);
+        self.config.abandoned.store(true, Ordering::Relaxed);
     }
 
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
@@ -191,14 +199,19 @@ fn runnable(path: &Path) -> Result<(), String> {
         ));
     };
     let line = String::from_utf8_lossy(line.split(|&b| b == b'\n').next().unwrap_or_default());
-    // As the kernel reads it: the name ends at a space or a tab, not at a carriage return.
+    // The kernel keeps a carriage return as part of the interpreter's name or last argument.
+    if line.ends_with('\r') {
+        return Err(format!(
+            "exec: {}'s #! line ends in a carriage return (Windows line ends), which the system takes as part of \
+             {:?}: convert the script's line ends",
+            path.display(),
+            line.trim_start_matches([' ', '\t']),
+        ));
+    }
+    // As the kernel reads it: the name ends at a space or a tab.
     let interpreter = line.trim_start_matches([' ', '\t']).split([' ', '\t']).next().unwrap_or_default();
     if !Path::new(interpreter).is_file() || !is_executable(Path::new(interpreter)) {
-        let crlf = if interpreter.ends_with('\r') { " (the script has Windows line ends: convert them)" } else { "" };
-        return Err(format!(
-            "exec: {}'s #! line names {interpreter:?}, which is not a program here{crlf}",
-            path.display()
-        ));
+        return Err(format!("exec: {}'s #! line names {interpreter:?}, which is not a program here", path.display()));
     }
     Ok(())
 }

@@ -338,13 +338,16 @@ impl ExecRunner {
                         self.config.persistent && self.jobs_given > 1 && !heard && status.is_some_and(|s| s.success());
                     return Err(Failure { between_jobs, ..Failure::new(what, program) });
                 }
+                Next::Timeout if self.config.abandoned.load(std::sync::atomic::Ordering::Relaxed) => {
+                    return Err(Failure::new("the run is over", program));
+                }
                 Next::Timeout if Instant::now() < deadline => {
                     if program.exited() {
                         if ended {
                             let status = describe(program.wait(Duration::ZERO));
                             let what = format!(
-                                "the program ended before `done` ({status}), and a process it started that left its \
-                                 process group (setsid?) keeps its stdout open"
+                                "the program ended before `done` ({status}), and something it started still holds its \
+                                 stdout open (a process that left its process group with setsid?)"
                             );
                             return Err(Failure::new(what, program));
                         }
@@ -372,7 +375,7 @@ impl ExecRunner {
                         return Err(Failure::with_line(what, &line, program));
                     }
                     if !self.config.persistent
-                        && let Some(why) = unpassable(node)
+                        && let Some(why) = unpassable(node, &self.config.args)
                     {
                         let what = format!("a node that a one-shot program cannot be given: {why}; use --persistent");
                         return Err(Failure { beyond_retry: true, ..Failure::with_line(what, &line, program) });
@@ -434,17 +437,25 @@ impl JobRunner for ExecRunner {
     }
 }
 
-/// The longest node a one-shot program can be given: Linux passes strings of up to 128 KiB, NUL
-/// included, to a program, and the node goes into one as `BTS_NODE=<node>`.
-const MAX_ONE_SHOT_NODE: usize = 128 * 1024 - 1 - "BTS_NODE=".len();
+/// The longest string Linux passes to a program (an argument, or an environment entry), without
+/// its NUL.
+const MAX_STRING: usize = 128 * 1024 - 1;
 
-/// Why `node` cannot reach a one-shot program, which gets it in its arguments and environment.
-fn unpassable(node: &[u8]) -> Option<String> {
+/// Why `node` cannot reach a one-shot program, which gets it in its environment (`BTS_NODE=<node>`)
+/// and in every argument of `args` that says `{node}`.
+fn unpassable(node: &[u8], args: &[String]) -> Option<String> {
     if node.contains(&0) {
         return Some("it holds a NUL byte".into());
     }
-    (node.len() > MAX_ONE_SHOT_NODE).then(|| {
-        format!("{} bytes, more than the system passes to a program in one string ({MAX_ONE_SHOT_NODE})", node.len())
+    // Each string at its longest: the node for each `{node}`, 20 characters for each other field.
+    let filled = |arg: &String| {
+        let fields: usize =
+            ["{depth}", "{budget}", "{max_depth}", "{least}"].iter().map(|f| arg.matches(f).count()).sum();
+        arg.len() + arg.matches("{node}").count() * node.len() + fields * 20
+    };
+    let longest = args.iter().filter(|a| a.contains("{node}")).map(filled).chain(["BTS_NODE=".len() + node.len()]);
+    (longest.max().unwrap_or(0) > MAX_STRING).then(|| {
+        format!("{} bytes, more than the system passes to a program in one string ({MAX_STRING} bytes)", node.len())
     })
 }
 
@@ -480,8 +491,9 @@ pub(crate) fn with_retries(
     loop {
         match attempt() {
             Ok(()) => return Ok(()),
-            // bts killed its programs as it exits: nothing failed, and nobody waits for the job.
-            Err(f) if crate::process::exiting() => {
+            // bts killed its programs as it exits, or the run is over: nothing failed, and nobody
+            // waits for the job.
+            Err(f) if crate::process::exiting() || config.abandoned.load(std::sync::atomic::Ordering::Relaxed) => {
                 return Err(JobFailure { id: job.id, node, message: f.what, given_up: true });
             }
             Err(f) if attempts < retries && !f.beyond_retry && !stopping() => {
@@ -494,9 +506,9 @@ pub(crate) fn with_retries(
             }
             Err(f) => {
                 let tries = attempts + 1;
-                // Given up only because the run stops: the job goes back to the job list.
+                // Given up only because the run or this worker stops: the job goes back to the list.
                 let given_up = attempts < retries && !f.beyond_retry && stopping();
-                let why = if given_up { ", not tried again as the run stops" } else { "" };
+                let why = if given_up { ", not tried again as its worker stops" } else { "" };
                 let message =
                     format!("{} (after {tries} attempt{}{why})", f.message(), if tries > 1 { "s" } else { "" });
                 return Err(JobFailure { id: job.id, node, message, given_up });

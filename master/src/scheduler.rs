@@ -295,9 +295,15 @@ impl Scheduler {
             FromWorker::Failed(failure) => {
                 let job = self.take_in_flight(worker, failure.id).map_err(violation)?;
                 self.list.put_back(Pending { depth: job.depth, node: job.node });
-                if failure.given_up && self.stop.is_some() {
-                    // A try that would have been made again, but for the stop: a resumed run makes it.
-                    tracing::warn!(worker, node = %failure.node, "job given up as the run stops: {}", failure.message);
+                if failure.given_up {
+                    // A try that would have been made again, but for the stop of the run or of the
+                    // worker (one that leaves): another worker, or a resumed run, makes it.
+                    tracing::warn!(
+                        worker,
+                        node = %failure.node,
+                        "job given up as its worker stops; it goes back to the job list: {}",
+                        failure.message
+                    );
                 } else {
                     tracing::error!(worker, node = %failure.node, "job failed: {}", failure.message);
                     self.failure.get_or_insert(failure);

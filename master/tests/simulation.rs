@@ -145,7 +145,7 @@ impl Sim {
     }
 
     /// Worker `id` fails its next job, after sending its reports (as a legacy program's job fails
-    /// past its retries, or is `given_up` as the run stops); false if it has no job.
+    /// past its retries, or is `given_up` as its worker stops); false if it has no job.
     fn fail(&mut self, id: u64, given_up: bool) -> bool {
         self.flush(id);
         let Some(job) = self.workers.get_mut(&id).and_then(|w| w.queue.pop_front()) else {
@@ -338,14 +338,16 @@ proptest! {
         prop_assert_eq!(sim.records(), records);
     }
 
-    /// A job given up as the run stops (a try a stop cut short) goes back to the job list: the
-    /// run stops, not fails, and its checkpoint carries it on to its exact totals.
+    /// A job given up as its worker stops (a try cut short by the run's stop, or by the worker
+    /// leaving) goes back to the job list: a run that stops is not failed, and its checkpoint
+    /// carries it on to its exact totals; a run that goes on does the job again.
     #[test]
-    fn a_job_given_up_as_the_run_stops_is_kept_for_the_resumed_run(
+    fn a_job_given_up_as_its_worker_stops_is_done_again(
         tree in 0usize..6,
         config in config_strategy(),
         actions in proptest::collection::vec((0u8..8, any::<usize>()), 0..200),
         victim in any::<usize>(),
+        stop in any::<bool>(),
     ) {
         let (nodes, leaves, depth, records) = sequential(&Recorded(gw(tree)));
         let mut sim = Sim::new(gw(tree), config, 3);
@@ -353,14 +355,18 @@ proptest! {
         if sim.scheduler.outcome().is_some() {
             return Ok(());
         }
-        sim.scheduler.stop(StopReason::Signal);
+        if stop {
+            sim.scheduler.stop(StopReason::Signal);
+        }
         let ids: Vec<u64> = (0..3).filter_map(|k| sim.nth_worker(victim.wrapping_add(k))).collect();
         if !ids.into_iter().any(|id| sim.fail(id, true)) {
             return Ok(());
         }
-        prop_assert_eq!(sim.finish(), Outcome::Stopped(StopReason::Signal));
-        sim.checkpoint();
-        sim.crash_and_resume();
+        if stop {
+            prop_assert_eq!(sim.finish(), Outcome::Stopped(StopReason::Signal));
+            sim.checkpoint();
+            sim.crash_and_resume();
+        }
         prop_assert_eq!(sim.finish(), Outcome::Complete);
         let t = sim.scheduler.totals();
         prop_assert_eq!((t.nodes, t.leaves, t.max_depth, t.outputs), (nodes, Some(leaves), Some(depth), nodes));

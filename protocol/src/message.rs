@@ -33,8 +33,9 @@ pub struct JobFailure {
     /// The job's start node in the tree's debug form.
     pub node: String,
     pub message: String,
-    /// The worker gave the job up only because the run stops: it failed a try that would have
-    /// been made again. The job goes back to the job list, and the run is not failed.
+    /// The worker gave the job up only because it stops (the run stops, or the worker leaves): it
+    /// failed a try that would have been made again. The job goes back to the job list, and the
+    /// run is not failed.
     pub given_up: bool,
 }
 

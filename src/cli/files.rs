@@ -242,9 +242,11 @@ pub enum Refused {
 
 /// Opens `path` for writing without changing it, and locks it.
 fn open_locked(path: &Path, create: bool) -> Result<File, CliError> {
+    // Appending: whatever else cuts or writes the file, the run's records go to its end, and the
+    // file's length then tells (see `FileOutput::still_there`).
     let file = OpenOptions::new()
         .read(true)
-        .write(true)
+        .append(true)
         .create(create)
         .truncate(false)
         .open(path)
@@ -387,19 +389,18 @@ impl FileOutput {
                  was moved, resume with --output naming where it is now)"
             )));
         }
+        // The run appends: a file cut short since is shorter than what the run wrote to it, one
+        // written to by something else longer.
         let written = self.offset + self.sum.len();
-        // Cut and then written on, it has a hole where the earlier records were.
-        // SAFETY: lseek on the descriptor the writer owns; its position goes back to the end, where
-        // the writer writes (it has just been flushed).
-        let hole = unsafe {
-            let fd = self.writer.get_ref().as_raw_fd();
-            let hole = libc::lseek(fd, 0, libc::SEEK_HOLE);
-            libc::lseek(fd, 0, libc::SEEK_END);
-            hole
-        };
-        if file.len() < written || (0..file.len() as i64).contains(&hole) {
+        if file.len() < written {
             return Err(io::Error::other(format!(
                 "the output file {shown} was cut short while the run wrote to it: records are lost, and the run stops"
+            )));
+        }
+        if file.len() > written {
+            return Err(io::Error::other(format!(
+                "something else wrote {} bytes to the output file {shown} while the run wrote to it: the run stops",
+                file.len() - written
             )));
         }
         Ok(())

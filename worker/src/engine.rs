@@ -79,6 +79,10 @@ pub trait Searcher: Send + Sync {
     /// The run has been told to stop: its runners may give up what would only hold the stop up
     /// (a legacy program's failed job is not tried again).
     fn stopping(&self) {}
+
+    /// The run is over while jobs may still run (it failed, or stopped at once): their results
+    /// are of no use, and runners may give them up now (a legacy program is killed).
+    fn abandon(&self) {}
 }
 
 /// A digest of an input file's bytes (CRC-32): enough to tell a stale or different copy.

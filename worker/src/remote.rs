@@ -785,6 +785,10 @@ async fn read_loop(
                 };
                 if message == ToWorker::Finish {
                     finished[thread as usize] = true;
+                    // The run is over (it may have failed with jobs still running here).
+                    if finished.iter().all(|&f| f) {
+                        searcher.abandon();
+                    }
                 }
                 let _ = inbox.send(message);
             }

@@ -107,6 +107,7 @@ impl LrsSearcher {
             max_line: crate::MAX_LINE,
             optimise: false,
             stopping: Default::default(),
+            abandoned: Default::default(),
         };
         let mut config = LrsConfig { exec, input, hull, name, head: Vec::new(), options, digest };
         config.head = check_input(&config, &args.file)?;
@@ -184,6 +185,11 @@ impl Searcher for LrsSearcher {
 
     fn stopping(&self) {
         self.config.exec.stopping.store(true, Ordering::Relaxed);
+    }
+
+    fn abandon(&self) {
+        self.config.exec.stopping.store(true, Ordering::Relaxed);
+        self.config.exec.abandoned.store(true, Ordering::Relaxed);
     }
 
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
