@@ -67,6 +67,7 @@ pub fn best(items: Vec<i64>, capacity: i64) -> Result<Option<bts::Best>, bts::Ru
     let finished = bts::Run::optimising("subset-sum", SubsetSum { items, capacity })
         .options(bts::RunOptions { workers: 2, ..Default::default() })
         .run(&mut record)?;
+    assert_eq!(finished.outcome, bts::Outcome::Complete);
     Ok(finished.summary.totals.best) // its value and record
 }
 

@@ -44,6 +44,8 @@ pub fn count() -> Result<u64, bts::RunError> {
     let finished = bts::Run::new("subsets", Subsets { n: 16 })
         .options(bts::RunOptions { workers: 4, ..Default::default() })
         .run(&mut std::io::sink())?; // where the output records go: any io::Write
+    // A run that did not end complete (a panic in the tree fails it) says why in its outcome.
+    assert_eq!(finished.outcome, bts::Outcome::Complete);
     Ok(finished.summary.totals.nodes) // 65536: every subset of 16 elements
 }
 

@@ -21,7 +21,7 @@ mod signals;
 mod summary;
 
 /// A saved run, for [`Run::resume`]: [`load_checkpoint`] reads one.
-pub use bts_checkpoints::{Checkpoint, load as load_checkpoint};
+pub use bts_checkpoints::{Checkpoint, LoadError, load as load_checkpoint};
 pub use bts_master::{Best, BudgetConfig, OptimumConfig, Order, Outcome, Output, SchedulerConfig, StopReason, Totals};
 pub use bts_protocol::TreeSpec;
 pub use bts_protocol::polling::SplitRule;

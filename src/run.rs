@@ -158,6 +158,9 @@ pub enum RunError {
     /// The run went wrong: the output cannot be written, or a lost worker's work cannot be redone.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The checkpoint to resume from cannot be read ([`load_checkpoint`](crate::load_checkpoint)).
+    #[error("cannot resume: {0}")]
+    Load(#[from] bts_checkpoints::LoadError),
 }
 
 /// A run that ended: how, and its totals.

@@ -176,3 +176,20 @@ fn a_panicking_oracle_in_polling_mode_stops_the_run_with_the_node_in_the_checkpo
     let waiting: u64 = nodes.iter().map(|&v| subtree(v)).sum();
     assert_eq!(checkpoint.totals.nodes + waiting, (3u64.pow(10) - 1) / 2);
 }
+
+/// A checkpoint that cannot be read is a `RunError` too: `load_checkpoint(path)?` works in a
+/// function that returns one, as the README's resume line has it.
+#[test]
+fn a_checkpoint_that_cannot_be_read_is_a_run_error() {
+    fn resume(path: &std::path::Path) -> Result<bts::Finished, bts::RunError> {
+        let searcher: std::sync::Arc<dyn bts::Searcher> =
+            std::sync::Arc::new(bts::TreeSearcher::new(Faulty { branching: 2, height: 3, panic_at: u64::MAX }));
+        bts::Run::resume(bts::load_checkpoint(path)?, searcher).run(&mut std::io::sink())
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let error = resume(&empty).unwrap_err();
+    assert!(matches!(error, bts::RunError::Load(bts::LoadError::Empty)), "{error}");
+    assert_eq!(error.to_string(), "cannot resume: the file is empty");
+}
