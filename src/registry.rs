@@ -28,6 +28,9 @@ type Build = dyn Fn(&[String]) -> Result<Arc<dyn Searcher>, BuildError> + Send +
 struct Entry {
     about: String,
     build: Box<Build>,
+    /// The tree's long options (without `--`): after the tree's name they are the tree's, even
+    /// where `bts run` has an option of that name.
+    options: Vec<String>,
 }
 
 /// The trees a program knows.
@@ -100,8 +103,9 @@ impl Registry {
         build: impl Fn(A) -> Result<Arc<dyn Searcher>, String> + Send + Sync + 'static,
     ) {
         let about = A::command().get_about().map_or_else(|| "(no description)".to_string(), |s| s.to_string());
+        let options = A::command().get_arguments().filter_map(|a| a.get_long().map(String::from)).collect();
         let tree_name = name.to_string();
-        self.register_searcher(name, &about, move |args| {
+        self.register_entry(name, &about, options, move |args| {
             let command = A::command().no_binary_name(true).bin_name(format!("bts run {tree_name}"));
             let parsed = command.try_get_matches_from(args).and_then(|m| A::from_arg_matches(&m));
             let parsed = parsed.map_err(|e| match e.kind() {
@@ -124,7 +128,23 @@ impl Registry {
         about: &str,
         build: impl Fn(&[String]) -> Result<Arc<dyn Searcher>, BuildError> + Send + Sync + 'static,
     ) {
-        self.entries.insert(name.to_string(), Entry { about: about.to_string(), build: Box::new(build) });
+        self.register_entry(name, about, Vec::new(), build);
+    }
+
+    fn register_entry(
+        &mut self,
+        name: &str,
+        about: &str,
+        options: Vec<String>,
+        build: impl Fn(&[String]) -> Result<Arc<dyn Searcher>, BuildError> + Send + Sync + 'static,
+    ) {
+        let entry = Entry { about: about.to_string(), build: Box::new(build), options };
+        self.entries.insert(name.to_string(), entry);
+    }
+
+    /// The long options (without `--`) of the tree `name`, as far as the registry knows them.
+    pub(crate) fn tree_options(&self, name: &str) -> &[String] {
+        self.entries.get(name).map_or(&[], |e| &e.options)
     }
 
     /// Builds the tree `spec` names.

@@ -19,7 +19,7 @@ const SHAKY: f64 = 0.1;
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
-    let parts = split(raw, &EstimateArgs::command());
+    let parts = split(raw, &EstimateArgs::command(), |tree| registry.tree_options(tree));
     let args =
         match EstimateArgs::command().try_get_matches_from(&parts.run).and_then(|m| EstimateArgs::from_arg_matches(&m))
         {

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 /// `bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]`
 pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
-    let parts = split(raw, &RunArgs::command());
+    let parts = split(raw, &RunArgs::command(), |tree| registry.tree_options(tree));
     let trees_help = format!("Trees (bts run <TREE> --help for their options):\n{}", registry.describe());
     let args = match parse(&parts.run, RunArgs::command().after_help(trees_help), tree_named(registry, &parts, raw))? {
         Parsed::Args(a) => a,
@@ -96,7 +96,7 @@ static ANOTHER_RUNS_ADDRESS: std::sync::atomic::AtomicBool = std::sync::atomic::
 /// `bts resume <CHECKPOINT> [RUN-OPTIONS]`
 pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     // Everything but the checkpoint's path is a run option.
-    let mut parts = split(raw, &RunArgs::command());
+    let mut parts = split(raw, &RunArgs::command(), |_| &[]);
     parts.run.append(&mut parts.tree_args);
     let command = RunArgs::command()
         .name("bts resume")

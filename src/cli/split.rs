@@ -1,8 +1,9 @@
 //! Splitting `bts run`'s arguments into run options and the tree's own options.
 //!
 //! Everything before the tree's name is a run option. After it, arguments belong to the tree,
-//! except long options that `bts run` knows (`--workers 2`, `--budget=50`), which may follow the
-//! tree's options; after `--` everything belongs to the tree (a legacy program's command line).
+//! except long options that `bts run` knows (`--workers 2`, `--budget=50`) and the tree does
+//! not, which may follow the tree's options; after `--` everything belongs to the tree (a legacy
+//! program's command line).
 
 use clap::Command;
 use std::collections::HashMap;
@@ -50,7 +51,8 @@ impl OptionTable {
     }
 }
 
-pub fn split(args: &[String], command: &Command) -> Split {
+/// `tree_options`: a tree's own long options, by the tree's name.
+pub fn split<'a>(args: &[String], command: &Command, tree_options: impl Fn(&str) -> &'a [String]) -> Split {
     let table = OptionTable::new(command);
     let mut out = Split::default();
     let mut i = 0;
@@ -84,6 +86,11 @@ pub fn split(args: &[String], command: &Command) -> Split {
         }
     }
     // The tree's options, with run options (long form only) picked out.
+    let own = out.tree.as_deref().map_or(&[][..], &tree_options);
+    let the_trees = |token: &str| {
+        let name = token.strip_prefix("--").map(|b| b.split_once('=').map_or(b, |(n, _)| n));
+        name.is_some_and(|n| own.iter().any(|o| o == n))
+    };
     while i < args.len() {
         let token = &args[i];
         i += 1;
@@ -93,7 +100,7 @@ pub fn split(args: &[String], command: &Command) -> Split {
         }
         let is_help = token == "--help" || token.starts_with("--help=");
         match table.long_takes_next(token) {
-            Some(takes_next) if !is_help => {
+            Some(takes_next) if !is_help && !the_trees(token) => {
                 out.run.push(token.clone());
                 if takes_next && i < args.len() {
                     out.run.push(args[i].clone());
@@ -114,7 +121,7 @@ mod tests {
 
     fn s(args: &[&str]) -> Split {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        split(&args, &RunArgs::command())
+        split(&args, &RunArgs::command(), |_| &[])
     }
 
     fn v(args: &[&str]) -> Vec<String> {
@@ -141,6 +148,20 @@ mod tests {
         let got = s(&["exec", "--persistent", "--", "prog", "--workers", "3"]);
         assert_eq!(got.run, Vec::<String>::new());
         assert_eq!(got.tree_args, v(&["--persistent", "--", "prog", "--workers", "3"]));
+    }
+
+    /// A tree's own option is the tree's, though `bts run` has one of that name (it was taken by
+    /// the run, and the tree got its default).
+    #[test]
+    fn a_trees_own_option_named_as_a_run_option_is_the_trees() {
+        let args = v(&["mine", "--scale", "7", "--budget=3", "--workers", "2", "--scale=8"]);
+        let own = v(&["scale", "budget"]);
+        let got = split(&args, &RunArgs::command(), |tree| if tree == "mine" { &own } else { &[] });
+        assert_eq!(got.tree_args, v(&["--scale", "7", "--budget=3", "--scale=8"]));
+        assert_eq!(got.run, v(&["--workers", "2"]));
+        // Before the tree's name, it is the run's.
+        let got = split(&v(&["--scale", "4", "mine"]), &RunArgs::command(), |_| &own);
+        assert_eq!((got.run, got.tree_args), (v(&["--scale", "4"]), Vec::new()));
     }
 
     #[test]
