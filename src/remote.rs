@@ -117,7 +117,8 @@ pub fn serve(
     let server = Server::start(listener, config, events.clone(), first_id).map_err(failed)?;
     let advertised = advertised(bound);
     // Said whatever the log level: with port 0 nothing else tells the user which port it is.
-    crate::logging::say!("bts: listening for remote workers on {bound}: bts worker --connect {advertised}");
+    let program = crate::cli::program_name();
+    crate::logging::say!("bts: listening for remote workers on {bound}: {program} worker --connect {advertised}");
     if let Some(file) = &listen.address_file {
         let token = listen.token_in_address_file.then_some(listen.token.as_slice());
         let launch = launch_id().filter(|_| listen.rendezvous);

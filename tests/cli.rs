@@ -394,3 +394,30 @@ fn programs_the_readme_builds_in_the_repository_are_ignored_by_git() {
         assert!(ignored.lines().any(|l| l == format!("/{name}")), ".gitignore lacks /{name}");
     }
 }
+
+/// A program of a library user's (here bts under another name) names itself in its hints: `bts
+/// resume` would not know its trees.
+#[test]
+fn hints_name_the_program_that_gives_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("mytrees");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_bts"), &program).unwrap();
+    let ck = dir.path().join("ck");
+    let o = std::process::Command::new(&program)
+        .args([
+            "run",
+            "--workers",
+            "1",
+            "--node-limit",
+            "10",
+            "--checkpoint",
+            ck.to_str().unwrap(),
+            "queens",
+            "--n",
+            "8",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("resume with: mytrees resume {}", ck.display())), "{}", stderr(&o));
+}

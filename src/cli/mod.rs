@@ -53,6 +53,14 @@ pub fn main() -> ! {
 
 /// The `bts` program with the trees of `registry`: a program built on the bts library calls this
 /// with its own trees registered, and gets the whole command line for them.
+/// The name this program was started by: `bts`, or a program of a library user's (its hints
+/// must name it, as `bts resume` would not know its trees).
+pub(crate) fn program_name() -> String {
+    let arg0 = std::env::args_os().next().unwrap_or_default();
+    let name = std::path::Path::new(&arg0).file_name().map(|n| n.to_string_lossy().into_owned());
+    name.filter(|n| !n.is_empty()).unwrap_or_else(|| "bts".into())
+}
+
 pub fn main_with(registry: Registry) -> ! {
     let exit = run(&registry, std::env::args_os());
     // Threads still running jobs (the progress estimate's, a run quit at once) die with the

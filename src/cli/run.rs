@@ -424,11 +424,12 @@ fn execute(
             match &args.remote.rendezvous {
                 // A cluster launch resumes as one too.
                 Some(r) => format!(
-                    "{kept}; resume with your launcher as before, each rank running: bts resume {} --rendezvous {}",
+                    "{kept}; resume with your launcher as before, each rank running: {} resume {} --rendezvous {}",
+                    super::program_name(),
                     p.display(),
                     absolute(r).display()
                 ),
-                None => format!("{kept}; resume with: bts resume {}", p.display()),
+                None => format!("{kept}; resume with: {} resume {}", super::program_name(), p.display()),
             }
         }
         (None, Some(e)) => match e {
