@@ -261,6 +261,7 @@ impl Run {
             return Err(RunError::Setup("a run needs at least one worker".into()));
         }
         self.check_resumable()?;
+        self.searcher.begin_run();
         if let RunMode::Polling { split, start } = self.options.mode {
             return self.run_polling(split, start, output);
         }

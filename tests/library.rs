@@ -193,3 +193,27 @@ fn a_checkpoint_that_cannot_be_read_is_a_run_error() {
     assert!(matches!(error, bts::RunError::Load(bts::LoadError::Empty)), "{error}");
     assert_eq!(error.to_string(), "cannot resume: the file is empty");
 }
+
+/// A legacy program's searcher used for a second run starts it afresh: the first run's stop no
+/// longer makes its workers give failing jobs up (a job that failed for good was given up and
+/// handed out again, without end).
+#[test]
+fn a_searcher_used_again_reports_the_failures_of_its_new_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("prog.sh");
+    std::fs::write(&program, "#!/bin/sh\n[ \"$BTS_NODE\" = a ] && exit 1\necho 'unexplored 1 a'\necho 'done 1'\n")
+        .unwrap();
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let spec = bts::TreeSpec::new("exec", ["--retries", "2", "--", program.to_str().unwrap()]);
+    let searcher = Registry::builtin().build(&spec).unwrap();
+    let run = |options: RunOptions| {
+        Run::with_searcher(spec.clone(), std::sync::Arc::clone(&searcher)).options(options).run(&mut std::io::sink())
+    };
+    let one = RunOptions { workers: 1, ..RunOptions::default() };
+    // Stopped by a node limit: the runners were told the run stops.
+    let limited = SchedulerConfig { node_limit: Some(1), ..SchedulerConfig::default() };
+    let first = run(RunOptions { scheduler: limited, ..one.clone() }).unwrap();
+    assert_eq!(first.outcome, Outcome::Stopped(bts::StopReason::NodeLimit));
+    let second = run(RunOptions { time_limit: Some(std::time::Duration::from_secs(20)), ..one }).unwrap();
+    assert!(matches!(second.outcome, Outcome::Failed(_)), "{:?}", second.outcome);
+}

@@ -608,3 +608,38 @@ fn estimate_hist_and_progress_work_on_lrs() {
     let rows = std::fs::read_to_string(&hist).unwrap();
     assert!(rows.lines().count() >= 2 && rows.starts_with("elapsed_s,"), "{rows}");
 }
+
+/// A run that fails while a remote worker's lrs job still runs (here one that hangs) tells the
+/// worker to give the job up: the worker ends with the run, not when its job times out.
+#[test]
+fn a_failed_run_leaves_no_lrs_job_running_on_a_remote_worker() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("cube.ine");
+    std::fs::write(&input, cube(4)).unwrap();
+    // lrs itself, but the first restart job hangs and the others fail.
+    let fake = script(
+        dir.path(),
+        "fakelrs.sh",
+        "#!/bin/sh\nin=$(mktemp)\ncat >\"$in\"\nif grep -q '^restart' \"$in\"; then\n  rm -f \"$in\"\n  \
+         if mkdir \"$0.hung\" 2>/dev/null; then exec sleep 60; fi\n  exit 1\nfi\nexec lrs <\"$in\"\n",
+    );
+    let address = dir.path().join("address");
+    let mut master = bts_command()
+        .args(["run", "--fixed-budget", "--budget", "3", "--progress", "never", "--workers", "0"])
+        .args(["--listen", "127.0.0.1:0", "--address-file", address.to_str().unwrap()])
+        .args(["lrs", input.to_str().unwrap(), "--lrs", fake.to_str().unwrap(), "--retries", "0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(30), || address.exists(), || "no address file".into());
+    let started = std::time::Instant::now();
+    let worker = bts(&["worker", "--connect-file", address.to_str().unwrap(), "--threads", "2"]);
+    wait_bounded(&mut master, Duration::from_secs(30));
+    let o = master.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(dir.path().join("fakelrs.sh.hung").exists(), "no job hung: {}", stderr(&o));
+    assert!(started.elapsed() < Duration::from_secs(30), "the worker waited for its lrs job: {}", stderr(&worker));
+}

@@ -87,6 +87,19 @@ pub struct ExecConfig {
     pub abandoned: std::sync::atomic::AtomicBool,
 }
 
+impl ExecConfig {
+    /// A new run: the last one's stop no longer holds.
+    pub(crate) fn begin_run(&self) {
+        self.stopping.store(false, Ordering::Relaxed);
+        self.abandoned.store(false, Ordering::Relaxed);
+    }
+
+    /// The run is over: jobs still running are given up.
+    pub(crate) fn abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Relaxed)
+    }
+}
+
 /// The `exec` tree.
 pub struct ExecSearcher {
     config: Arc<ExecConfig>,
@@ -131,6 +144,10 @@ impl Searcher for ExecSearcher {
     fn abandon(&self) {
         self.config.stopping.store(true, Ordering::Relaxed);
         self.config.abandoned.store(true, Ordering::Relaxed);
+    }
+
+    fn begin_run(&self) {
+        self.config.begin_run();
     }
 
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {

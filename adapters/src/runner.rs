@@ -260,6 +260,7 @@ impl ExecRunner {
                 Next::TooLong(l) => return Err(Failure::with_line("a line after `done`", &l, program)),
                 Next::Eof => break,
                 Next::Timeout if program.exited() => break,
+                Next::Timeout if self.config.abandoned() => return Err(Failure::new("the run is over", program)),
                 Next::Timeout if Instant::now() >= deadline => {
                     return Err(Failure::new(timeout_message(&self.config), program));
                 }
@@ -338,7 +339,7 @@ impl ExecRunner {
                         self.config.persistent && self.jobs_given > 1 && !heard && status.is_some_and(|s| s.success());
                     return Err(Failure { between_jobs, ..Failure::new(what, program) });
                 }
-                Next::Timeout if self.config.abandoned.load(std::sync::atomic::Ordering::Relaxed) => {
+                Next::Timeout if self.config.abandoned() => {
                     return Err(Failure::new("the run is over", program));
                 }
                 Next::Timeout if Instant::now() < deadline => {
@@ -459,6 +460,18 @@ fn unpassable(node: &[u8], args: &[String]) -> Option<String> {
     })
 }
 
+/// The program's next output, as [`Program::next`] gives it by `deadline`, looking every
+/// [`EXIT_CHECK`] whether the run is over; `None` if it is: the job is given up.
+pub(crate) fn next_unless_abandoned(program: &mut Program, deadline: Instant, config: &ExecConfig) -> Option<Next> {
+    loop {
+        match program.next(deadline.min(Instant::now() + EXIT_CHECK)) {
+            Next::Timeout if config.abandoned() => return None,
+            Next::Timeout if Instant::now() < deadline => {}
+            next => return Some(next),
+        }
+    }
+}
+
 pub(crate) fn timeout_message(config: &ExecConfig) -> String {
     format!("the job took longer than --job-timeout {} s", config.job_timeout.as_secs_f64())
 }
@@ -493,7 +506,7 @@ pub(crate) fn with_retries(
             Ok(()) => return Ok(()),
             // bts killed its programs as it exits, or the run is over: nothing failed, and nobody
             // waits for the job.
-            Err(f) if crate::process::exiting() || config.abandoned.load(std::sync::atomic::Ordering::Relaxed) => {
+            Err(f) if crate::process::exiting() || config.abandoned() => {
                 return Err(JobFailure { id: job.id, node, message: f.what, given_up: true });
             }
             Err(f) if attempts < retries && !f.beyond_retry && !stopping() => {

@@ -51,8 +51,6 @@ pub fn main() -> ! {
     main_with(Registry::builtin())
 }
 
-/// The `bts` program with the trees of `registry`: a program built on the bts library calls this
-/// with its own trees registered, and gets the whole command line for them.
 /// The name this program was started by: `bts`, or a program of a library user's (its hints
 /// must name it, as `bts resume` would not know its trees).
 pub(crate) fn program_name() -> String {
@@ -61,6 +59,8 @@ pub(crate) fn program_name() -> String {
     name.filter(|n| !n.is_empty()).unwrap_or_else(|| "bts".into())
 }
 
+/// The `bts` program with the trees of `registry`: a program built on the bts library calls this
+/// with its own trees registered, and gets the whole command line for them.
 pub fn main_with(registry: Registry) -> ! {
     let exit = run(&registry, std::env::args_os());
     // Threads still running jobs (the progress estimate's, a run quit at once) die with the

@@ -83,6 +83,10 @@ pub trait Searcher: Send + Sync {
     /// The run is over while jobs may still run (it failed, or stopped at once): their results
     /// are of no use, and runners may give them up now (a legacy program is killed).
     fn abandon(&self) {}
+
+    /// A run starts with this searcher: what an earlier run told it ([`stopping`](Self::stopping),
+    /// [`abandon`](Self::abandon)) no longer holds.
+    fn begin_run(&self) {}
 }
 
 /// A digest of an input file's bytes (CRC-32): enough to tell a stale or different copy.

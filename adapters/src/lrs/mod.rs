@@ -17,7 +17,7 @@ mod parse;
 
 use crate::ExecConfig;
 use crate::process::{Next, Program};
-use crate::runner::{Failure, exited_successfully, timeout_message, with_retries};
+use crate::runner::{Failure, exited_successfully, next_unless_abandoned, timeout_message, with_retries};
 use bts_protocol::{Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned};
 use bts_worker::{CounterNames, FileFrame, JobRunner, RunnerSettings, Searcher};
 use clap::Parser;
@@ -192,6 +192,10 @@ impl Searcher for LrsSearcher {
         self.config.exec.abandoned.store(true, Ordering::Relaxed);
     }
 
+    fn begin_run(&self) {
+        self.config.exec.begin_run();
+    }
+
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
         let n = self.runners.fetch_add(1, Ordering::SeqCst);
         Ok(Box::new(LrsRunner { config: Arc::clone(&self.config), settings, tag: format!("lrs#{n}") }))
@@ -281,7 +285,10 @@ impl LrsRunner {
         program.close_stdin();
         let mut out = JobOutput::new(c.name.as_deref());
         loop {
-            match program.next(deadline) {
+            let Some(next) = next_unless_abandoned(&mut program, deadline, &c.exec) else {
+                return Err(Failure::new("the run is over", &program));
+            };
+            match next {
                 Next::Line(l) => {
                     // lrs writes ASCII.
                     let text = String::from_utf8_lossy(&l);
