@@ -204,7 +204,7 @@ fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
         assert!(log.contains("a job failed at node \"n7\""), "{case}: {log}");
         assert!(log.contains(message), "{case}: expected {message:?} in {log}");
         assert!(log.contains(&format!("faulty: failing at n7 ({mode})")), "{case}: no stderr tail in {log}");
-        assert!(log.contains("(after 3 attempts)"), "{case}: {log}");
+        assert!(log.contains("(after 3 attempts); the end of the program's stderr"), "{case}: {log}");
         assert!(log.contains("stderr: faulty: failing at n7") && log.contains("faulty.py#"), "{case}: {log}");
         assert!(!log.contains("panicked"));
         // Nothing of the failed job was committed; the checkpoint holds it.
@@ -546,7 +546,7 @@ echo "done 1"
     let mut log = String::new();
     std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
     assert_eq!(status.code(), Some(3), "{log}");
-    assert!(log.contains("given up as its worker stops"), "{log}");
+    assert!(log.contains("given up as the run or its worker stops"), "{log}");
     let o = bts(&["resume", ck.to_str().unwrap(), "--summary-json", "-"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(summary(&o)["nodes"].as_u64(), Some(3));
@@ -706,8 +706,12 @@ fn a_job_failing_as_the_run_stops_is_not_tried_again() {
         wait_bounded(&mut master, std::time::Duration::from_secs(30));
         let o = master.wait_with_output().unwrap();
         assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-        assert!(stderr(&o).contains("job given up as its worker stops"), "{}", stderr(&o));
-        assert!(stderr(&o).contains("(after 1 attempt, not tried again as its worker stops)"), "{}", stderr(&o));
+        assert!(stderr(&o).contains("job given up as the run or its worker stops"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("(after 1 attempt, not tried again as the run or its worker stops)"),
+            "{}",
+            stderr(&o)
+        );
         // Six attempts would take 12 s.
         assert!(started.elapsed() < std::time::Duration::from_secs(8), "remote {remote}: {:?}", started.elapsed());
         if let Some(w) = worker {
@@ -759,7 +763,7 @@ fn a_leaving_remote_worker_does_not_try_a_failing_job_again() {
     wait_bounded(&mut master, std::time::Duration::from_secs(30));
     let o = master.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("not tried again as its worker stops"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not tried again as the run or its worker stops"), "{}", stderr(&o));
     assert!(stderr(&o).contains("complete: 3 nodes"), "{}", stderr(&o));
 }
 
@@ -835,4 +839,38 @@ esac
     let o = bts(&[&args[..], &["exec", "--root", "up", "--retries", "0", "--", script]].concat());
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("a node returned at depth 1, not below the job's depth"), "{}", stderr(&o));
+}
+
+/// A remote worker whose master is gone gives up its running jobs (the master had put them back
+/// in its list): it leaves after `--retry` seconds, not when a long job ends.
+#[test]
+fn a_worker_that_loses_its_master_gives_up_its_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "slow.sh",
+        "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a';;\na) touch \"$0.started\"; sleep 30;;\nesac\n\
+         echo 'done 1'\n",
+    );
+    let address = dir.path().join("address");
+    let mut master = bts_command()
+        .args(["run", "--progress", "never", "--workers", "0", "--listen", "127.0.0.1:0", "--address-file"])
+        .args([address.to_str().unwrap(), "exec", "--", program.to_str().unwrap()])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(30), || address.exists(), || "no address file".into());
+    let mut worker = bts_command()
+        .args(["worker", "--connect-file", address.to_str().unwrap(), "--threads", "1", "--retry", "1"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = dir.path().join("slow.sh.started");
+    wait_until(Duration::from_secs(30), || started.exists(), || "the job did not start".into());
+    signal(&master, "-KILL");
+    master.wait().unwrap();
+    let lost = std::time::Instant::now();
+    let status = wait_bounded(&mut worker, Duration::from_secs(40));
+    assert_eq!(status.code(), Some(1));
+    assert!(lost.elapsed() < Duration::from_secs(15), "the worker waited for its job: {:?}", lost.elapsed());
 }

@@ -47,11 +47,14 @@ impl Failure {
         Self { line: Some(shorten(&String::from_utf8_lossy(line), 200)), ..Self::new(what, program) }
     }
 
-    fn message(&self) -> String {
+    /// What went wrong and the offending line, then `tries` (how many attempts), then the
+    /// program's stderr.
+    fn message(&self, tries: &str) -> String {
         let mut m = self.what.clone();
         if let Some(l) = &self.line {
             m += &format!("; the offending line: {l:?}");
         }
+        m += &format!(" ({tries})");
         if self.stderr.is_empty() {
             m += "; the program wrote nothing to stderr";
         } else {
@@ -434,7 +437,7 @@ impl JobRunner for ExecRunner {
     fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
         let node = String::from_utf8_lossy(job.node.as_slice()).into_owned();
         let (tag, config) = (self.tag.clone(), Arc::clone(&self.config));
-        with_retries(job, &node, &tag, &config, || self.attempt(job, batch))
+        with_retries(job, &node, (&tag, self.settings.detached), &config, || self.attempt(job, batch))
     }
 }
 
@@ -488,11 +491,12 @@ pub(crate) fn exited_successfully(program: &mut Program, deadline: Instant, when
 }
 
 /// Tries `attempt` up to `retries` more times after a failure (each attempt on a fresh process);
-/// the last failure, with its attempts counted, fails the job.
+/// the last failure, with its attempts counted, fails the job. A `detached` runner's jobs (the
+/// progress estimate's probes) are no jobs of the run: their retries are not warned of.
 pub(crate) fn with_retries(
     job: &Job,
     node: &str,
-    tag: &str,
+    (tag, detached): (&str, bool),
     config: &ExecConfig,
     mut attempt: impl FnMut() -> Result<(), Failure>,
 ) -> Result<(), JobFailure> {
@@ -511,19 +515,19 @@ pub(crate) fn with_retries(
             }
             Err(f) if attempts < retries && !f.beyond_retry && !stopping() => {
                 attempts += 1;
-                tracing::warn!(
-                    worker = %tag,
-                    "the job at node {node} failed ({}); trying again on a fresh process ({attempts} of {retries})",
-                    f.what,
-                );
+                let again = format!("trying again on a fresh process ({attempts} of {retries})");
+                match detached {
+                    true => tracing::debug!(worker = %tag, "a probe at node {node} failed ({}); {again}", f.what),
+                    false => tracing::warn!(worker = %tag, "the job at node {node} failed ({}); {again}", f.what),
+                }
             }
             Err(f) => {
                 let tries = attempts + 1;
                 // Given up only because the run or this worker stops: the job goes back to the list.
                 let given_up = attempts < retries && !f.beyond_retry && stopping();
-                let why = if given_up { ", not tried again as its worker stops" } else { "" };
-                let message =
-                    format!("{} (after {tries} attempt{}{why})", f.message(), if tries > 1 { "s" } else { "" });
+                let why = if given_up { ", not tried again as the run or its worker stops" } else { "" };
+                let tries = format!("after {tries} attempt{}{why}", if tries > 1 { "s" } else { "" });
+                let message = f.message(&tries);
                 return Err(JobFailure { id: job.id, node, message, given_up });
             }
         }

@@ -301,7 +301,7 @@ impl Scheduler {
                     tracing::warn!(
                         worker,
                         node = %failure.node,
-                        "job given up as its worker stops; it goes back to the job list: {}",
+                        "job given up as the run or its worker stops; it goes back to the job list: {}",
                         failure.message
                     );
                 } else {

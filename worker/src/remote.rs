@@ -216,8 +216,15 @@ fn budget_worker(
     let (stop, threads_done) = (options.stop.clone(), CancellationToken::new());
     let done = threads_done.clone();
     let tree = Arc::clone(searcher);
-    let reader =
-        runtime().spawn(async move { read_loop(&mut master, silence, inboxes, &frames, &*tree, stop, done).await });
+    let reader = runtime().spawn(async move {
+        let ended = read_loop(&mut master, silence, inboxes, &frames, &*tree, stop, done).await;
+        // A master lost has put this process's jobs back in its list: the threads give up theirs
+        // (a legacy program is killed), to join again or leave now rather than when they end.
+        if ended.is_err() {
+            tree.abandon();
+        }
+        ended
+    });
     for t in threads {
         let _ = t.join();
     }

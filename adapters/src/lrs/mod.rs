@@ -367,6 +367,6 @@ impl JobRunner for LrsRunner {
     fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
         let cobasis = String::from_utf8_lossy(job.node.as_slice()).into_owned();
         let config = &self.config.exec;
-        with_retries(job, &cobasis, &self.tag, config, || self.attempt(job, &cobasis, batch))
+        with_retries(job, &cobasis, (&self.tag, self.settings.detached), config, || self.attempt(job, &cobasis, batch))
     }
 }
