@@ -88,6 +88,17 @@ pub struct ExecConfig {
 }
 
 impl ExecConfig {
+    /// See `Searcher::stopping`.
+    pub(crate) fn stopping(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// See `Searcher::abandon`: the run stops too.
+    pub(crate) fn abandon(&self) {
+        self.stopping();
+        self.abandoned.store(true, Ordering::Relaxed);
+    }
+
     /// A new run: the last one's stop no longer holds.
     pub(crate) fn begin_run(&self) {
         self.stopping.store(false, Ordering::Relaxed);
@@ -138,12 +149,11 @@ impl Searcher for ExecSearcher {
     }
 
     fn stopping(&self) {
-        self.config.stopping.store(true, Ordering::Relaxed);
+        self.config.stopping();
     }
 
     fn abandon(&self) {
-        self.config.stopping.store(true, Ordering::Relaxed);
-        self.config.abandoned.store(true, Ordering::Relaxed);
+        self.config.abandon();
     }
 
     fn begin_run(&self) {

@@ -402,14 +402,14 @@ fn start_guardian() -> Option<std::process::ChildStdin> {
     }
 }
 
-/// Kills every program bts started that is still running, with its process group: for a process
-/// about to exit while some of its threads are still running jobs (the progress estimate's, a run
-/// quit at once by a second signal), whose programs would otherwise outlive it.
 /// True once [`kill_all`] has run: bts is exiting, and a program's failure is its doing.
 pub fn exiting() -> bool {
     live_groups().exiting
 }
 
+/// Kills every program bts started that is still running, with its process group: for a process
+/// about to exit while some of its threads are still running jobs (the progress estimate's, a run
+/// quit at once by a second signal), whose programs would otherwise outlive it.
 pub fn kill_all() {
     // The set stays locked while the groups are signalled: a program leaves it before it is reaped.
     let mut live = live_groups();

@@ -448,7 +448,7 @@ impl Scheduler {
                            pruned nodes): the worker or program misreports";
             tracing::error!(worker, job = id.0, "{message}");
             let node = format!("(the node of job {})", id.0);
-            self.failure.get_or_insert(JobFailure { id, node, message: message.into(), given_up: false });
+            self.failure.get_or_insert(JobFailure::new(id, node, message));
             self.stop.get_or_insert(StopReason::JobFailed);
             return Ok(());
         }

@@ -39,6 +39,13 @@ pub struct JobFailure {
     pub given_up: bool,
 }
 
+impl JobFailure {
+    /// A failure of job `id` (not [`given_up`](Self::given_up)).
+    pub fn new(id: JobId, node: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { id, node: node.into(), message: message.into(), given_up: false }
+    }
+}
+
 /// Names a tree and its options, so that any worker can build the same tree.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TreeSpec {

@@ -267,8 +267,7 @@ struct TreeRunner<T, G, S> {
 impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> JobRunner for TreeRunner<T, G, S> {
     fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
         let started = Instant::now();
-        let fail =
-            |message: String| JobFailure { id: job.id, node: describe::<T>(&job.node), message, given_up: false };
+        let fail = |message: String| JobFailure::new(job.id, describe::<T>(&job.node), message);
         let node: T::Node = postcard::from_bytes(job.node.as_slice())
             .map_err(|e| fail(format!("cannot decode the job's node: {e}")))?;
         if let Some(shared) = self.goal.incumbent() {

@@ -173,7 +173,7 @@ pub fn selective_start(
     workers: u32,
     rule: SplitRule,
 ) -> Result<Progress, JobFailure> {
-    let undecodable = |e| JobFailure { id: JobId(0), node: "(the root)".into(), message: e, given_up: false };
+    let undecodable = |e| JobFailure::new(JobId(0), "(the root)", e);
     stack.push(vec![root]).map_err(undecodable)?;
     let mut counted = Progress::default();
     let rounds = u32::BITS - workers.saturating_sub(1).leading_zeros();
@@ -284,11 +284,8 @@ pub fn run_polling_worker(
             let _ = (w.report)(PollReport::Finished { worker: me, progress, pieces, moved });
         }
     };
-    crate::unwind::catch(run).map_err(|why| JobFailure {
-        id: JobId(0),
-        node: "(the nodes on its stack)".into(),
-        message: format!("random-polling worker {me} died: {why}"),
-        given_up: false,
+    crate::unwind::catch(run).map_err(|why| {
+        JobFailure::new(JobId(0), "(the nodes on its stack)", format!("random-polling worker {me} died: {why}"))
     })
 }
 
@@ -305,12 +302,8 @@ impl Worker<'_> {
     }
 
     fn push(&mut self, nodes: Vec<Returned>) -> Result<Progress, JobFailure> {
-        self.stack.push(nodes).map(|_| Progress::default()).map_err(|message| JobFailure {
-            id: JobId(0),
-            node: "(a starting node)".into(),
-            message,
-            given_up: false,
-        })
+        let failed = |e| JobFailure::new(JobId(0), "(a starting node)", e);
+        self.stack.push(nodes).map(|_| Progress::default()).map_err(failed)
     }
 
     /// Reports what starting did, and takes the worker off the busy count if it got nothing.
@@ -550,7 +543,7 @@ impl Worker<'_> {
     fn accept(&mut self, nodes: Vec<Returned>) -> Option<Stop> {
         let empty = nodes.is_empty();
         if let Err(e) = self.stack.push(nodes) {
-            let failure = JobFailure { id: JobId(0), node: "(received work)".into(), message: e, given_up: false };
+            let failure = JobFailure::new(JobId(0), "(received work)", e);
             let _ = (self.report)(PollReport::Failed { worker: self.me, failure });
             return self.wait_for_coordinator();
         }

@@ -861,12 +861,8 @@ fn push(frame: WorkerFrame, out: &mut Vec<u8>) {
         output_at = end;
         let frame = WorkerFrame::Message { thread, message: FromWorker::Reports(single) };
         if encode_frame(&frame, out).is_err() {
-            let failure = JobFailure {
-                id: report.id,
-                node: "(not kept)".into(),
-                message: format!("its report is larger than the {} MiB frame limit", MAX_FRAME >> 20),
-                given_up: false,
-            };
+            let message = format!("its report is larger than the {} MiB frame limit", MAX_FRAME >> 20);
+            let failure = JobFailure::new(report.id, "(not kept)", message);
             let _ = encode_frame(&WorkerFrame::Message { thread, message: FromWorker::Failed(failure) }, out);
         }
     }

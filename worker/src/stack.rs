@@ -104,12 +104,7 @@ impl<T: Tree, G: Goal<T>> TreeStack<T, G> {
             let (node, depth) = current.expect("a panic happens while a subtree is searched");
             self.stack.truncate(stack_before);
             self.out.truncate(out_before);
-            let failure = JobFailure {
-                id: JobId(0),
-                node: format!("{node:?}"),
-                message: format!("the tree oracle panicked: {panic}"),
-                given_up: false,
-            };
+            let failure = JobFailure::new(JobId(0), format!("{node:?}"), format!("the tree oracle panicked: {panic}"));
             self.stack.push((node, depth));
             self.flush_output();
             return Err(failure);

@@ -184,12 +184,11 @@ impl Searcher for LrsSearcher {
     }
 
     fn stopping(&self) {
-        self.config.exec.stopping.store(true, Ordering::Relaxed);
+        self.config.exec.stopping();
     }
 
     fn abandon(&self) {
-        self.config.exec.stopping.store(true, Ordering::Relaxed);
-        self.config.exec.abandoned.store(true, Ordering::Relaxed);
+        self.config.exec.abandon();
     }
 
     fn begin_run(&self) {
