@@ -352,9 +352,11 @@ fn a_refused_run_leaves_every_file_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let (out, ck, json) = (path("out.txt"), path("run.ckpt"), path("s.json"));
+    // The files bts keeps beside a checkpoint while it replaces it, and while it runs.
+    let (tmp, lock) = (path(".run.ckpt.tmp"), path(".run.ckpt.lock"));
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let busy = busy.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["--summary-json", &out], "given as both --output and --summary-json"),
         (&["--checkpoint", &out], "given as both --output and --checkpoint"),
         (&["--hist", &out], "given as both --output and --hist"),
@@ -363,9 +365,14 @@ fn a_refused_run_leaves_every_file_untouched() {
         (&["--hist", "/nonexistent-dir/h.csv"], "cannot write the history (--hist) file"),
         (&["--checkpoint", "/nonexistent-dir/c"], "cannot write the checkpoint file"),
         (&["--listen", &busy], "cannot listen"),
+        (
+            &["--checkpoint", &ck, "--summary-json", &tmp],
+            "is the temporary file of --checkpoint, which bts writes over",
+        ),
+        (&["--checkpoint", &ck, "--hist", &lock], "is the lock file of --checkpoint, which bts writes over"),
     ];
     for (options, message) in cases {
-        for file in [&out, &ck, &json] {
+        for file in [&out, &ck, &json, &tmp, &lock] {
             std::fs::write(file, "precious\n").unwrap();
         }
         let mut args = vec!["run", "--output", &out];
@@ -374,7 +381,7 @@ fn a_refused_run_leaves_every_file_untouched() {
         let o = bts(&args);
         assert_eq!(o.status.code(), Some(2), "{options:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(message), "{options:?}: expected '{message}' in {}", stderr(&o));
-        for file in [&out, &ck, &json] {
+        for file in [&out, &ck, &json, &tmp, &lock] {
             assert_eq!(std::fs::read_to_string(file).unwrap(), "precious\n", "{options:?} changed {file}");
         }
     }

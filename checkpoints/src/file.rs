@@ -61,7 +61,9 @@ pub fn read_bytes(path: &Path) -> Result<Vec<u8>, LoadError> {
     Ok(bytes)
 }
 
-fn temporary_path(path: &Path) -> PathBuf {
+/// Where [`write_atomically`] writes `path`'s new bytes before renaming them over it: `.NAME.tmp`
+/// beside it, removed first if a crash left it.
+pub fn temporary_path(path: &Path) -> PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".into());
     path.with_file_name(format!(".{name}.tmp"))
 }

@@ -24,7 +24,7 @@ mod file;
 mod format;
 mod seal;
 
-pub use file::{load, read_bytes, write, write_atomically};
+pub use file::{load, read_bytes, temporary_path, write, write_atomically};
 pub use format::{CURRENT_VERSION, LoadError, MAGIC, decode, encode, version_of};
 pub use seal::{OutputSeal, OutputSum, sum_prefix};
 

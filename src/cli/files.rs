@@ -70,6 +70,27 @@ pub fn check(
             )));
         }
     }
+    // A file replaced atomically comes with a temporary file and a lock beside it, which bts
+    // removes and writes: another option naming one of them would lose its file.
+    let companions: Vec<(String, PathBuf)> =
+        [("--checkpoint", checkpoint), ("--address-file", args.remote.address_file.as_deref())]
+            .into_iter()
+            .filter_map(|(option, path)| Some((option, path?)))
+            .flat_map(|(option, path)| {
+                [
+                    (format!("the temporary file of {option}"), bts_checkpoints::temporary_path(path)),
+                    (format!("the lock file of {option}"), lock_path(path)),
+                ]
+            })
+            .collect();
+    for (option, path) in &named {
+        if let Some((what, _)) = companions.iter().find(|(_, companion)| same_file(path, companion)) {
+            return Err(CliError::usage(format!(
+                "{} is {what}, which bts writes over: give {option} another file",
+                path.display()
+            )));
+        }
+    }
     // A tree's files are its options' words, or what follows `=` in `--file=F`.
     let tree_files = tree.args.iter().flat_map(|a| [Some(a.as_str()), a.split_once('=').map(|(_, f)| f)]).flatten();
     for word in tree_files.filter(|w| std::fs::metadata(w).is_ok_and(|m| m.is_file())) {
@@ -206,8 +227,7 @@ impl RunLock {
 
     /// As [`take`](Self::take), telling a lock another bts holds from one that cannot be taken.
     pub fn try_take(path: &Path, what: &str) -> Result<Self, Refused> {
-        let name = path.file_name().map_or_else(|| what.into(), |n| n.to_string_lossy().into_owned());
-        let lock = path.with_file_name(format!(".{name}.lock"));
+        let lock = lock_path(path);
         let cannot = |e: io::Error| {
             Refused::Failed(CliError::usage(format!(
                 "cannot lock the {what} {}: {}: {e}",
@@ -230,6 +250,12 @@ impl RunLock {
         file.set_len(0).and_then(|_| file.write_all(pid.as_bytes())).map_err(cannot)?;
         Ok(Self { _file: file })
     }
+}
+
+/// The lock file of `path`: `.NAME.lock` beside it.
+fn lock_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.lock"))
 }
 
 /// Why a [`RunLock`] was not taken.
