@@ -811,6 +811,29 @@ fn a_lost_polling_process_stops_a_run_writing_to_stdout_with_a_clear_message() {
     assert!(log.contains("run with --output FILE or --count-only to survive lost workers"), "{log}");
 }
 
+/// A polling run that fails on its own side (here its output file removed under it) tells its
+/// remote workers the run is over: they end at once rather than try to join it again.
+#[test]
+fn a_polling_run_that_fails_ends_its_remote_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, ck) = (dir.path().join("out.txt"), dir.path().join("run.ckpt"));
+    let files = ["--output", out.to_str().unwrap(), "--checkpoint", ck.to_str().unwrap(), "--checkpoint-every", "0.1"];
+    let mut args = vec!["--mode", "polling", "--workers", "0"];
+    args.extend(files);
+    args.extend(["queens", "--n", "15"]);
+    let master = Master::start(&args);
+    let w = worker(&["--connect", &master.address, "--threads", "1", "--retry", "60"]);
+    wait_until(Duration::from_secs(30), || std::fs::metadata(&out).is_ok_and(|m| m.len() > 0), || "no records".into());
+    std::fs::remove_file(&out).unwrap();
+    let (code, _, log) = master.finish();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("was removed, moved or replaced"), "{log}");
+    let started = Instant::now();
+    let (code, log) = worker_output(w);
+    assert_eq!(code, Some(0), "{log}");
+    assert!(started.elapsed() < Duration::from_secs(20), "the worker waited {:?}: {log}", started.elapsed());
+}
+
 /// A run of remote workers only stops at its time limit with a checkpoint, and a resumed run,
 /// again of remote workers only, completes it exactly.
 fn remote_workers_stop_with_a_checkpoint_and_resume(mode: &str) {
