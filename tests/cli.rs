@@ -304,6 +304,12 @@ fn every_command_has_its_own_help() {
     let resume = out(&["resume", "--help"]);
     assert!(resume.contains("Usage: bts resume <CHECKPOINT> [RUN-OPTIONS]"), "{resume}");
     assert!(resume.contains("--workers") && !resume.contains("Usage: bts run"), "{resume}");
+    // A resumed run keeps the checkpoint's mode, budget and output unless told otherwise.
+    for option in ["--mode <MODE>", "--budget <B>", "--order <ORDER>", "--output <FILE>"] {
+        let line = resume.lines().find(|l| l.trim_start().starts_with(option)).unwrap();
+        assert!(line.contains("[default: the checkpoint's]"), "{line}");
+    }
+    assert!(out(&["run", "--help"]).contains("[default: budget]"));
     for (tree, usage) in [("uts", "Usage: bts run uts [OPTIONS]"), ("queens", "Usage: bts run queens --n <N>")] {
         let text = out(&["run", tree, "--help"]);
         assert!(text.contains(usage), "{text}");

@@ -223,7 +223,7 @@ pub struct BudgetArgs {
     /// Never change b and never impose a depth limit
     #[arg(long)]
     pub fixed_budget: bool,
-    /// Factor of the lmin/lmax rules [default: 100]
+    /// Factor of the lmin/lmax rules, at least 2 [default: 100]
     #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(2..))]
     pub scale: Option<u64>,
     /// While |L| < lmin*P, jobs get the depth limit --maxd, or b/scale without one [default: 1]

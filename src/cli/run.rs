@@ -98,10 +98,21 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     // Everything but the checkpoint's path is a run option.
     let mut parts = split(raw, &RunArgs::command(), |_| &[]);
     parts.run.append(&mut parts.tree_args);
-    let command = RunArgs::command()
+    let mut command = RunArgs::command()
         .name("bts resume")
         .about("Carry on a run from its checkpoint; run options given change the stored ones")
         .override_usage("bts resume <CHECKPOINT> [RUN-OPTIONS]");
+    // What the checkpoint stores is what a resumed run has unless told otherwise.
+    for id in ["mode", "split", "start", "budget", "scale", "lmin", "lmax", "order", "output"] {
+        command = command.mut_arg(id, |arg| {
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            let stored = match help.find(" [default: ") {
+                Some(at) => format!("{} [default: the checkpoint's]", &help[..at]),
+                None => help,
+            };
+            arg.help(stored)
+        });
+    }
     let args = match parse(&parts.run, command, None)? {
         Parsed::Args(a) => a,
         Parsed::Exit(e) => return Ok(e),
