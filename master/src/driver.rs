@@ -449,6 +449,12 @@ struct Process {
 /// Ends a polling run at once: every worker is told to finish (a remote process then ends as at
 /// a run's end, rather than trying to join the run again), and what was committed flushed.
 fn let_go(routes: &PollingRoutes<'_>, processes: &BTreeMap<u64, Process>, output: &mut dyn Output) -> io::Result<()> {
+    finish_all(routes, processes);
+    output.flush()
+}
+
+/// Tells every worker to finish.
+fn finish_all(routes: &PollingRoutes<'_>, processes: &BTreeMap<u64, Process>) {
     for inbox in routes.local {
         let _ = inbox.send(PeerMsg::Finish);
     }
@@ -457,7 +463,6 @@ fn let_go(routes: &PollingRoutes<'_>, processes: &BTreeMap<u64, Process>, output
             p.link.send(MasterFrame::Peer { worker, message: PeerMsg::Finish });
         }
     }
-    output.flush()
 }
 
 /// How often a distributed run looks for its end.
@@ -491,7 +496,7 @@ pub fn drive_polling(
     let mut next_wave = routes.local_counts.map(|_| now + WAVE_EVERY);
     // The output's length: a rollback cuts it back only if records were written since the snapshot.
     let mut written = coordinator.totals().output_bytes;
-    loop {
+    let mut run = || loop {
         deliver_all(coordinator, routes, &processes);
         if let Some(len) = coordinator.reset_complete() {
             if let Some(left) = coordinator.nodes_left() {
@@ -620,7 +625,14 @@ pub fn drive_polling(
             | Event::Left(_)
             | Event::Latency { .. } => {}
         }
+    };
+    let result = run();
+    if result.is_err() {
+        // The run fails here (its output or checkpoint cannot be written): its workers end too,
+        // rather than wait to join it again.
+        finish_all(routes, &processes);
     }
+    result
 }
 
 /// Sends the coordinator's messages.
