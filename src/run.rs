@@ -158,6 +158,11 @@ pub enum RunError {
     /// The run went wrong: the output cannot be written, or a lost worker's work cannot be redone.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The run broke off as it went: its output cannot be written, or a lost worker's work cannot
+    /// be redone. `summary` says what it did up to then (outcome `failed`); the last checkpoint it
+    /// saved is whole.
+    #[error("{source}")]
+    Broke { source: std::io::Error, summary: Box<Summary> },
     /// The checkpoint to resume from cannot be read ([`load_checkpoint`](crate::load_checkpoint)).
     #[error("cannot resume: {0}")]
     Load(#[from] bts_checkpoints::LoadError),
@@ -343,7 +348,7 @@ impl Run {
         } else {
             searcher.abandon();
         }
-        finished(result?, &scheduler, hooks, &*searcher)
+        finished_or_broke(result, &scheduler, hooks, &*searcher)
     }
 }
 
@@ -512,7 +517,7 @@ impl Run {
                 let _ = t.join();
             }
         }
-        finished(result?, &coordinator, hooks, &*searcher)
+        finished_or_broke(result, &coordinator, hooks, &*searcher)
     }
 }
 
@@ -532,6 +537,23 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<std::thread:
         .name(name)
         .spawn(f)
         .map_err(|e| RunError::Setup(format!("cannot start a worker thread: {e}")))
+}
+
+/// How the run ended, and its summary; or how it broke off, with the summary of what it did.
+fn finished_or_broke(
+    result: io::Result<Outcome>,
+    run: &dyn RunView,
+    hooks: Hooks<'_>,
+    searcher: &dyn Searcher,
+) -> Result<Finished, RunError> {
+    match result {
+        Ok(outcome) => finished(outcome, run, hooks, searcher),
+        Err(source) => {
+            // A stop for a failure: the summary says `failed`, not complete.
+            let done = finished(Outcome::Stopped(StopReason::JobFailed), run, hooks, searcher)?;
+            Err(RunError::Broke { source, summary: Box::new(done.summary) })
+        }
+    }
 }
 
 /// How the run ended, and its summary.

@@ -841,9 +841,11 @@ fn an_output_file_removed_or_cut_during_the_run_stops_it() {
     for tamper in ["remove", "cut", "append"] {
         let out = dir.path().join(format!("out-{tamper}"));
         let ck = dir.path().join(format!("ck-{tamper}"));
+        let json = dir.path().join(format!("s-{tamper}.json"));
         let mut run = bts_command()
             .args(["run", "--workers", "1", "--progress", "never", "--checkpoint-every", "0.05", "--checkpoint"])
-            .args([ck.to_str().unwrap(), "--output", out.to_str().unwrap(), "queens", "--n", "16"])
+            .args([ck.to_str().unwrap(), "--summary-json", json.to_str().unwrap()])
+            .args(["--output", out.to_str().unwrap(), "queens", "--n", "16"])
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -869,6 +871,12 @@ fn an_output_file_removed_or_cut_during_the_run_stops_it() {
             _ => format!("something else wrote 25 bytes to the output file {}", out.display()),
         };
         assert!(log.contains(&format!("{said} while the run wrote to it")), "{tamper}: {log}");
+        // What the run did is told, as for any failure.
+        let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!((&s["complete"], &s["outcome"]), (&false.into(), &"failed".into()), "{tamper}: {s}");
+        let saved = inspect(&ck)["counters"]["nodes"].as_u64().unwrap();
+        assert!(s["nodes"].as_u64().unwrap() >= saved && saved > 0, "{tamper}: {s}");
+        assert!(log.contains(&format!("bts: failed: {} nodes", s["nodes"])), "{tamper}: {log}");
     }
 }
 

@@ -376,21 +376,35 @@ fn execute(
 ) -> Result<Exit, CliError> {
     crate::signals::forward(run.stopper());
     let checkpoint = run.checkpoint().map(Path::to_path_buf);
-    let finished = run.run_to(&mut *output).map_err(|e| match e {
-        crate::RunError::Checkpoint { .. }
-        | crate::RunError::Listen { .. }
-        | crate::RunError::Unsupported(_)
-        | crate::RunError::History(_) => CliError::usage(e),
-        // The output failed (a full disk): what the last checkpoint saved is still whole.
-        crate::RunError::Io(e) => match &checkpoint {
-            Some(path) => CliError::failure(format!(
-                "{e}\nbts: the checkpoint {0} holds the run as of its last save: bts resume {0} carries on from it",
-                path.display()
-            )),
-            None => CliError::failure(e),
-        },
-        e => CliError::failure(e),
-    })?;
+    // The output failed (a full disk), or a lost worker's work cannot be redone: what the last
+    // checkpoint saved is still whole.
+    let broke = |e: &dyn std::fmt::Display| match &checkpoint {
+        Some(path) => CliError::failure(format!(
+            "{e}\nbts: the checkpoint {0} holds the run as of its last save: bts resume {0} carries on from it",
+            path.display()
+        )),
+        None => CliError::failure(e.to_string()),
+    };
+    let finished = match run.run_to(&mut *output) {
+        Ok(finished) => finished,
+        Err(crate::RunError::Broke { source, mut summary }) => {
+            summary.mixed_modes = mixed_modes;
+            // What the run did is told as for any failure, then why it broke off.
+            let reported = report(args, &summary);
+            return Err(match reported {
+                Ok(()) => broke(&source),
+                Err(e) => broke(&format!("{source}\nbts: {}", e.message)),
+            });
+        }
+        Err(
+            e @ (crate::RunError::Checkpoint { .. }
+            | crate::RunError::Listen { .. }
+            | crate::RunError::Unsupported(_)
+            | crate::RunError::History(_)),
+        ) => return Err(CliError::usage(e)),
+        Err(crate::RunError::Io(e)) => return Err(broke(&e)),
+        Err(e) => return Err(CliError::failure(e)),
+    };
     drop(output);
     if let Some((path, searcher)) = framed
         && finished.outcome == Outcome::Complete
@@ -403,15 +417,7 @@ fn execute(
     let mut finished = finished;
     finished.summary.mixed_modes = mixed_modes;
     let summary = &finished.summary;
-    crate::logging::say!("{}", summary.human().trim_end_matches('\n'));
-    if let Some(path) = &args.output.summary_json {
-        let json = serde_json::to_string(summary).expect("a summary serialises") + "\n";
-        let written = match path.as_os_str() == "-" {
-            true => io::stdout().lock().write_all(json.as_bytes()),
-            false => std::fs::write(path, json),
-        };
-        written.map_err(|e| CliError::failure(format!("cannot write the summary to {}: {e}", path.display())))?;
-    }
+    report(args, summary)?;
     let resume_hint = || match (&finished.checkpoint, &finished.checkpoint_error) {
         (Some(p), _) => {
             let kept = match finished.unsaved {
@@ -475,6 +481,20 @@ fn execute(
             Err(CliError::failure(format!("a job failed at node {}: {}\nbts: {}", f.node, f.message, resume_hint())))
         }
     }
+}
+
+/// Says the summary on stderr, and writes it as JSON where `--summary-json` asks.
+fn report(args: &RunArgs, summary: &crate::Summary) -> Result<(), CliError> {
+    crate::logging::say!("{}", summary.human().trim_end_matches('\n'));
+    if let Some(path) = &args.output.summary_json {
+        let json = serde_json::to_string(summary).expect("a summary serialises") + "\n";
+        let (written, to) = match path.as_os_str() == "-" {
+            true => (io::stdout().lock().write_all(json.as_bytes()), "stdout".to_string()),
+            false => (std::fs::write(path, json), path.display().to_string()),
+        };
+        written.map_err(|e| CliError::failure(format!("cannot write the summary to {to}: {e}")))?;
+    }
+    Ok(())
 }
 
 /// `--target` and `--all-best` need a branch and bound.
