@@ -80,13 +80,36 @@ enum Display {
     None,
 }
 
+/// A history file (`--hist`, `--freq`), written out at every look at the run: what a run killed
+/// at once leaves of it is what it had written then.
+struct ReportFile {
+    file: BufWriter<File>,
+    path: PathBuf,
+    what: &'static str,
+    /// It could not be written: warned of once, and written no more.
+    failed: bool,
+}
+
+impl ReportFile {
+    /// Writes out what was buffered; a failure is warned of once, naming the file (the run goes on).
+    fn flush(&mut self) {
+        if self.failed {
+            return;
+        }
+        if let Err(e) = self.file.flush() {
+            self.failed = true;
+            tracing::warn!("cannot write the {} {}: {e}; it ends here", self.what, self.path.display());
+        }
+    }
+}
+
 pub struct Monitor {
     started: Instant,
     /// Seconds of earlier segments of the run.
     before_s: f64,
     display: Display,
-    hist: Option<BufWriter<File>>,
-    freq: Option<BufWriter<File>>,
+    hist: Option<ReportFile>,
+    freq: Option<ReportFile>,
     last: (Instant, u64),
     rate: f64,
     remaining: Option<Remaining>,
@@ -118,8 +141,11 @@ impl Monitor {
             writeln!(h, "{HIST_HEADER}")?;
             Ok::<_, std::io::Error>(h)
         };
-        let hist = options.hist.as_ref().map(open_hist).transpose()?;
-        let freq = options.freq.as_ref().map(|p| create(p, FREQ)).transpose()?;
+        let report = |file, path: &PathBuf, what| ReportFile { file, path: path.clone(), what, failed: false };
+        let hist =
+            options.hist.as_ref().map(|p| Ok::<_, std::io::Error>(report(open_hist(p)?, p, HIST))).transpose()?;
+        let freq =
+            options.freq.as_ref().map(|p| Ok::<_, std::io::Error>(report(create(p, FREQ)?, p, FREQ))).transpose()?;
         let display = match options.progress {
             ProgressMode::Never => Display::None,
             ProgressMode::Auto if !std::io::stderr().is_terminal() => {
@@ -165,7 +191,8 @@ impl Monitor {
         let guess = self.remaining.as_mut().map_or(Guess::Unknown, |r| r.update(scheduler));
         let elapsed = self.before_s + self.started.elapsed().as_secs_f64();
         let t = scheduler.totals();
-        if let Some(h) = self.hist.as_mut() {
+        if let Some(h) = self.hist.as_mut().filter(|h| !h.failed) {
+            let h = &mut h.file;
             let total = match guess {
                 Guess::Total { total, std_error } => format!("{total:.0},{std_error:.0}"),
                 Guess::Unknown => ",".to_string(),
@@ -182,10 +209,13 @@ impl Monitor {
                 scheduler.in_flight()
             );
         }
-        if let Some(f) = self.freq.as_mut() {
+        if let Some(f) = self.freq.as_mut().filter(|f| !f.failed) {
             for size in scheduler.job_sizes() {
-                let _ = writeln!(f, "{size}");
+                let _ = writeln!(f.file, "{size}");
             }
+        }
+        for file in [self.hist.as_mut(), self.freq.as_mut()].into_iter().flatten() {
+            file.flush();
         }
         let line = || {
             let mut s = format!("{}  {} nodes  {}/s", duration(elapsed), human(nodes as f64), human(self.rate));
@@ -233,11 +263,6 @@ impl Observer for Monitor {
 
     fn finish(&mut self, scheduler: &dyn RunView) {
         self.record(scheduler, true);
-        for (what, file) in [(HIST, self.hist.as_mut()), (FREQ, self.freq.as_mut())] {
-            if let Some(Err(e)) = file.map(|f| f.flush()) {
-                tracing::warn!("cannot write the {what}: {e}");
-            }
-        }
     }
 }
 

@@ -168,6 +168,30 @@ fn the_historys_last_row_counts_the_workers_in_either_mode() {
     }
 }
 
+/// The history is written as the run goes, not when it ends: a run killed at once leaves its rows
+/// up to its last checkpoint, for the resumed run to carry on.
+#[test]
+fn a_killed_run_leaves_its_history_up_to_its_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (hist, ck) = (dir.path().join("h.csv"), dir.path().join("run.ckpt"));
+    let mut run = bts_command()
+        .args(["run", "--workers", "1", "--progress", "never", "--checkpoint-every", "0.2", "--count-only"])
+        .args(["--hist", hist.to_str().unwrap(), "--checkpoint", ck.to_str().unwrap(), "uts", "--preset", "T1L"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let saved = || if ck.exists() { inspect(&ck)["elapsed_s"].as_f64().unwrap_or(0.0) } else { 0.0 };
+    wait_until(std::time::Duration::from_secs(60), || saved() >= 1.0, || "no checkpoint a second into the run".into());
+    signal(&run, "-KILL");
+    run.wait().unwrap();
+    let saved_at = saved();
+    let text = std::fs::read_to_string(&hist).unwrap();
+    let before: Vec<f64> =
+        text.lines().skip(1).filter_map(|l| l.split(',').next()?.parse().ok()).filter(|&t| t <= saved_at).collect();
+    // Four rows a second.
+    assert!(before.len() >= 3, "rows up to the checkpoint at {saved_at} s: {text}");
+}
+
 /// A resumed run given the history file of the run it resumes carries it on: the rows up to the
 /// checkpoint stay (those a run wrote after it, before it died, go), its own follow.
 #[test]
