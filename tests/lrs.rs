@@ -333,6 +333,17 @@ fn a_run_stopped_and_resumed_gives_every_record_once() {
     first.extend_from_slice(&["lrs", file]);
     let o = bts(&first);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    // Lines added to the file after the run stopped: refused, with advice that, followed, keeps
+    // the file's head (the lrs file's name, representation, begin) and its records.
+    let stopped = std::fs::read(out).unwrap();
+    std::fs::write(out, [&stopped[..], b"a line of the user's\n"].concat()).unwrap();
+    let o = bts(&["resume", ck]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let advice = stderr(&o);
+    assert!(!advice.contains("relative to its own folder"), "the file is found: {advice}");
+    let cut: u64 = advice.split("cut the file to ").nth(1).and_then(|t| t.split(' ').next()?.parse().ok()).unwrap();
+    std::fs::OpenOptions::new().write(true).open(out).unwrap().set_len(cut).unwrap();
+    assert!(std::fs::read(out).unwrap() == stopped, "{advice}");
     // Not on an input that has changed since.
     let original = std::fs::read_to_string(file).unwrap();
     std::fs::write(file, format!("{original}printslack\n")).unwrap();

@@ -374,9 +374,10 @@ impl FileOutput {
             return Err(CliError::usage(format!(
                 "the output file {shown} holds {} bytes more than this checkpoint's run wrote, which wrote nothing after \
                  its last save: they come from elsewhere, another program or a later run of this checkpoint that saved \
-                 to another --checkpoint file (resume that one); else move them away (or cut the file to {committed} \
+                 to another --checkpoint file (resume that one); else move them away (or cut the file to {} \
                  bytes) and resume again",
-                len - committed
+                len - committed,
+                header + committed
             )));
         }
         Ok(Self::new(file, path, sum, header))

@@ -725,12 +725,16 @@ fn reopen_output(
                 checkpoint.output_len
             )));
         }
-        Some(p) => Box::new(FileOutput::reopen(p, checkpoint, frame_len).map_err(|e| match given || !relative {
-            true => e,
-            false => CliError::usage(format!(
-                "{} (the checkpoint names its output relative to its own folder; give --output FILE if it is elsewhere)",
-                e.message
-            )),
+        // A file that is not the run's may be another one of the same name, near a copied checkpoint.
+        Some(p) => Box::new(FileOutput::reopen(p, checkpoint, frame_len).map_err(|e| {
+            match given || !relative || !e.message.contains("not this run's output") {
+                true => e,
+                false => CliError::usage(format!(
+                    "{} (the checkpoint names its output relative to its own folder; give --output FILE if it is \
+                     elsewhere)",
+                    e.message
+                )),
+            }
         })?),
         None => StdoutRecords::boxed(warnings),
     })
