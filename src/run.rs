@@ -574,6 +574,11 @@ fn finished(
     let mut summary = Summary::new(&saver.tree.command_line(), &outcome, run, elapsed, segments);
     summary.tree_totals = searcher.counters().map(|c| TreeTotals::new(c, &run.totals().counters));
     summary.best = BestSummary::of(searcher.optimises(), run.totals());
+    if saver.options.count_only {
+        // A branch and bound's best records are counted in the output's length, which a resumed
+        // run cuts them back by; nothing was written.
+        summary.totals.output_bytes = 0;
+    }
     let checkpoint_error = hooks.last_save_failed;
     let checkpoint = saver.options.checkpoint.clone().filter(|_| checkpoint_error.is_none());
     let (t, o) = (run.totals(), saver.options);

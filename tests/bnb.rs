@@ -579,10 +579,15 @@ fn all_best_is_refused_on_resuming_a_run_started_without_it() {
     let o = bts(&["resume", ck_s, "--all-best"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--all-best must be given when the run starts"), "{}", stderr(&o));
-    // The checkpoint is untouched and resumes as it was started: one best solution.
-    let o = bts(&["resume", ck_s, "--summary-json", "-"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(summary(&o)["best"]["records"].as_array().map(Vec::len), Some(1));
+    // The checkpoint is untouched and resumes as it was started: one best solution, counted once
+    // however often the complete run is resumed, and not written.
+    for _ in 0..2 {
+        let o = bts(&["resume", ck_s, "--summary-json", "-"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let s = summary(&o);
+        assert_eq!(s["best"]["records"].as_array().map(Vec::len), Some(1));
+        assert_eq!((&s["outputs"], &s["output_bytes"]), (&1.into(), &0.into()), "{s}");
+    }
 }
 
 // ----- remote workers and checkpoints -----
@@ -692,9 +697,19 @@ fn the_shipped_instances_give_the_optima_of_independent_methods() {
     let omega = by_size.len() - 1;
     assert_eq!(omega, 5, "the published clique number of P(101)");
     let graph = format!("{dir}paley-101.clq");
-    let o = bts(&["run", "--all-best", "--count-only", "--summary-json", "-", "maxclique", "--graph", &graph]);
-    let s = summary(&o);
-    assert_eq!((s["best"]["value"].as_u64(), s["outputs"].as_u64()), (Some(omega as u64), Some(by_size[omega])));
+    for mode in ["budget", "polling"] {
+        let run = ["run", "--mode", mode, "--all-best", "--count-only", "--summary-json", "-"];
+        let o = bts(&[&run[..], &["maxclique", "--graph", &graph]].concat());
+        let s = summary(&o);
+        assert_eq!((s["best"]["value"].as_u64(), s["outputs"].as_u64()), (Some(omega as u64), Some(by_size[omega])));
+        // Counted, not written.
+        assert_eq!((o.stdout.len(), &s["output_bytes"]), (summary_len(&o), &0.into()), "{mode}: {s}");
+    }
+}
+
+/// The bytes of stdout that are the summary (`--summary-json -`, its one line).
+fn summary_len(o: &std::process::Output) -> usize {
+    String::from_utf8_lossy(&o.stdout).lines().last().map_or(0, |l| l.len() + 1)
 }
 
 /// With `--all-best`, the ties found before a stop are in its checkpoint: 200 vertices without an
