@@ -392,18 +392,9 @@ impl Run {
         let local = options.workers as u32;
         let started = Instant::now();
         let settings = RunnerSettings { keep_output: !options.count_only, ..RunnerSettings::default() };
+        check_mode(&options, &tree, &*searcher)?;
         let stacks: Option<Vec<_>> = (0..local).map(|_| searcher.stack_worker(settings)).collect();
-        let unsplittable = || {
-            RunError::Unsupported(format!(
-                "random polling needs a tree that can split its search; `{}` hands its jobs to a program, which cannot: use \
-                 --mode budget",
-                tree.name
-            ))
-        };
-        let stacks = stacks.ok_or_else(unsplittable)?;
-        if local == 0 && searcher.stack_worker(settings).is_none() {
-            return Err(unsplittable());
-        }
+        let stacks = stacks.expect("checked: the tree splits its search");
         // What the run starts from: the root, or the nodes a checkpoint saved.
         let (totals, before, initial_jobs, fresh) = match resume {
             Some(ck) => (ck.committed_totals(), Earlier::of(&ck), ck.jobs, false),
@@ -519,6 +510,19 @@ impl Run {
         }
         finished_or_broke(result, &coordinator, hooks, &*searcher)
     }
+}
+
+/// Random polling needs a tree whose search a worker can split: refused before anything is opened.
+pub(crate) fn check_mode(options: &RunOptions, tree: &TreeSpec, searcher: &dyn Searcher) -> Result<(), RunError> {
+    let polling = matches!(options.mode, RunMode::Polling { .. });
+    if polling && searcher.stack_worker(RunnerSettings::default()).is_none() {
+        return Err(RunError::Unsupported(format!(
+            "random polling needs a tree that can split its search; `{}` hands its jobs to a program, which cannot: use \
+             --mode budget",
+            tree.name
+        )));
+    }
+    Ok(())
 }
 
 /// How `local` polling workers start from `nodes`: the root shared selectively or given to worker 0,

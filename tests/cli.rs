@@ -393,6 +393,20 @@ fn a_refused_run_leaves_every_file_untouched() {
     }
 }
 
+/// A run refused for its mode (random polling cannot split a legacy program's search) creates no
+/// file either.
+#[test]
+fn a_run_refused_for_its_mode_creates_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, ck) = (dir.path().join("out.txt"), dir.path().join("run.ckpt"));
+    let files = ["--output", out.to_str().unwrap(), "--checkpoint", ck.to_str().unwrap()];
+    let o = bts(&[&["run", "--mode", "polling"][..], &files, &["exec", "--", "/bin/true"]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("random polling needs a tree that can split its search"), "{}", stderr(&o));
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 #[test]
 fn programs_the_readme_builds_in_the_repository_are_ignored_by_git() {
     let root = env!("CARGO_MANIFEST_DIR");

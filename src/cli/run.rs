@@ -41,6 +41,7 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
     }
     check_optimising(args, &*searcher, &spec)?;
     let mut options = run_options(args, None)?;
+    crate::run::check_mode(&options, &spec, &*searcher).map_err(CliError::usage)?;
     let output_path = args.output.output.as_deref().filter(|_| !args.output.count_only);
     files::check(args, &spec, output_path, options.checkpoint.as_deref())?;
     let _locks = lock_run_files(&options, None)?;
@@ -155,6 +156,7 @@ fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exi
     }
     check_optimising(args, &*searcher, &checkpoint.tree)?;
     let mut options = run_options(args, Some(&checkpoint))?;
+    crate::run::check_mode(&options, &checkpoint.tree, &*searcher).map_err(CliError::usage)?;
     // The run carries on in the file it was resumed from (a copy of a run carries on in the copy).
     let resumed_in_place = options.checkpoint.is_none();
     let written = options.checkpoint.get_or_insert_with(|| files::checkpoint_path(path)).clone();
