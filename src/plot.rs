@@ -55,23 +55,47 @@ pub fn read_hist(path: &Path) -> Result<Vec<Sample>, String> {
     Ok(samples)
 }
 
-/// Draws `samples` to `out` (`.svg` or `.png`).
-pub fn plot(samples: &[Sample], title: &str, out: &Path) -> Result<(), String> {
-    register_font()?;
-    let draw_error = |e: Box<dyn std::error::Error>| format!("cannot draw {}: {e}", out.display());
-    match out.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
-        Some("svg") => {
-            let root = SVGBackend::new(out, (1000, 900)).into_drawing_area();
-            draw(&root, samples, title).map_err(draw_error)?;
-            root.present().map_err(|e| draw_error(Box::new(e)))
-        }
-        Some("png") => {
-            let root = BitMapBackend::new(out, (1000, 900)).into_drawing_area();
-            draw(&root, samples, title).map_err(draw_error)?;
-            root.present().map_err(|e| draw_error(Box::new(e)))
-        }
-        _ => Err(format!("{}: the plot's name must end in .svg or .png", out.display())),
+/// Why a plot was not made.
+#[derive(Debug)]
+pub enum PlotError {
+    /// What was asked cannot be done (an unknown format, the input as the output).
+    Usage(String),
+    /// The plot could not be drawn or written.
+    Failed(String),
+}
+
+/// Draws `samples` to `out` (`.svg` or `.png`), through a temporary file beside it renamed over it
+/// once whole: a plot that fails leaves `out` as it was.
+pub fn plot(samples: &[Sample], title: &str, out: &Path) -> Result<(), PlotError> {
+    let svg = match out.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("svg") => true,
+        Some("png") => false,
+        _ => return Err(PlotError::Usage(format!("{}: the plot's name must end in .svg or .png", out.display()))),
+    };
+    register_font().map_err(PlotError::Failed)?;
+    // Its extension is the plot's: the PNG encoder goes by it.
+    let tmp = bts_checkpoints::temporary_path(out).with_extension(if svg { "tmp.svg" } else { "tmp.png" });
+    // Made here first, so that a folder that cannot take it is told plainly.
+    let cannot = |e: &dyn std::fmt::Display| PlotError::Failed(format!("cannot write {}: {e}", out.display()));
+    std::fs::File::create(&tmp).map_err(|e| cannot(&e))?;
+    let drawn = match svg {
+        true => present(SVGBackend::new(&tmp, (1000, 900)).into_drawing_area(), samples, title),
+        false => present(BitMapBackend::new(&tmp, (1000, 900)).into_drawing_area(), samples, title),
+    };
+    let written = drawn.map_err(|e| cannot(&e)).and_then(|()| std::fs::rename(&tmp, out).map_err(|e| cannot(&e)));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
+    written
+}
+
+/// Draws on `root` and writes it out.
+fn present<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, samples: &[Sample], title: &str) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    draw(&root, samples, title).map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
 }
 
 /// Text is measured (and in PNG drawn) with a font shipped in the binary: no system font is needed.

@@ -93,9 +93,18 @@ fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Res
         args::Command::Worker(args) => worker::worker(registry, args),
         args::Command::Estimate { args } => estimate::estimate(registry, &args),
         args::Command::Plot { hist, output } => {
+            if files::same_file(&hist, &output) {
+                return Err(CliError::usage(format!(
+                    "{} is both the history to plot and the plot: give -o another file",
+                    hist.display()
+                )));
+            }
             let samples = crate::plot::read_hist(&hist).map_err(CliError::usage)?;
             let title = format!("bts run: {}", hist.display());
-            crate::plot::plot(&samples, &title, &output).map_err(CliError::usage)?;
+            crate::plot::plot(&samples, &title, &output).map_err(|e| match e {
+                crate::plot::PlotError::Usage(e) => CliError::usage(e),
+                crate::plot::PlotError::Failed(e) => CliError::failure(e),
+            })?;
             Ok(Exit::Complete)
         }
         args::Command::Trees => {
