@@ -214,13 +214,21 @@ impl Summary {
         };
         format!(
             "bts: {}: {}{unreported}\n\
-             bts: {:.3} s, {:.3} M nodes/s, {}, {sharing}{left}\n{tree}{best}",
+             bts: {:.3} s, {}, {}, {sharing}{left}\n{tree}{best}",
             self.outcome,
             counts.join(", "),
             self.elapsed_s,
-            self.nodes_per_s / 1e6,
+            rate(self.nodes_per_s),
             plural(self.workers as u64, "workers"),
         )
+    }
+}
+
+/// Nodes a second, in millions unless fewer (a legacy program's nodes may take milliseconds).
+fn rate(nodes_per_s: f64) -> String {
+    match nodes_per_s >= 1e5 {
+        true => format!("{:.3} M nodes/s", nodes_per_s / 1e6),
+        false => format!("{nodes_per_s:.1} nodes/s"),
     }
 }
 
@@ -284,6 +292,15 @@ mod tests {
         mixed.mixed_modes = true;
         assert!(mixed.human().contains("1 job or steal and 0 nodes returned or moved"), "{}", mixed.human());
         assert!(!mixed.human().contains("steals,"), "{}", mixed.human());
+    }
+
+    #[test]
+    fn a_slow_rate_is_not_shown_as_zero_millions() {
+        let mut s = summary(Totals::default(), "budget", 0);
+        s.nodes_per_s = 364.25;
+        assert!(s.human().contains(", 364.2 nodes/s,"), "{}", s.human());
+        s.nodes_per_s = 29_413_000.0;
+        assert!(s.human().contains(", 29.413 M nodes/s,"), "{}", s.human());
     }
 
     #[test]
