@@ -293,7 +293,7 @@ async fn handshake(
     let tag = auth::master_tag(&config.token, &worker_nonce, &master_nonce);
     send_frame(&mut write, &MasterFrame::Challenge { nonce: master_nonce, tag }).await?;
     let answer = next_frame(&mut frames).await.map_err(|e| {
-        format!("{e}, after the challenge (the worker does not accept this master's token: they differ)")
+        format!("{e}, after the challenge: the worker does not accept this master's token (they differ), or it ended as it joined")
     })?;
     match answer {
         WorkerFrame::Auth { tag } if auth::verify_worker(&config.token, &master_nonce, &worker_nonce, &tag) => {
