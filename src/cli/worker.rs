@@ -129,9 +129,11 @@ pub fn read_or_make_token(path: &Path) -> Result<Vec<u8>, CliError> {
     let created = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path);
     match created {
         Ok(mut file) => {
-            file.write_all(format!("{token}\n").as_bytes())
-                .and_then(|_| file.sync_all())
-                .map_err(|e| CliError::usage(format!("cannot write the new token file {}: {e}", path.display())))?;
+            file.write_all(format!("{token}\n").as_bytes()).and_then(|_| file.sync_all()).map_err(|e| {
+                // Not left empty: the next run would refuse it as a token file without a token.
+                let _ = std::fs::remove_file(path);
+                CliError::failure(format!("cannot write the new token file {}: {e}", path.display()))
+            })?;
             crate::logging::say!(
                 "bts: made a new token in {0} (readable by you only); give the workers the same file: \
                  bts worker --token-file {0} ...",
