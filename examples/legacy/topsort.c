@@ -2,12 +2,12 @@
  * topsort: the topological sorts (linear extensions) of a partial order, by backtracking.
  *
  * Plain use:   topsort N a<b a<b ...      prints every linear extension of the order on 0..N-1
- *              topsort 10 0<1 1<2 3<4     (at most 64 elements)
+ *              topsort 10 '0<1' '1<2' '3<4'     (at most 64 elements)
  *
  * It is an ordinary sequential enumerator. The lines marked "BTS" are all it takes to run it in
  * parallel under bts, in persistent mode:
  *
- *              bts run exec --persistent -- ./topsort --bts 10 0<1 1<2 3<4
+ *              bts run exec --persistent -- ./topsort --bts 10 '0<1' '1<2' '3<4'
  *
  * With --bts it reads jobs from stdin, one per line: "job <budget> <max_depth> <depth> <node>",
  * where a node is the elements placed so far ("3 0 1"), or "root". For each job it
