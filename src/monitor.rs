@@ -188,7 +188,12 @@ impl Monitor {
             self.rate = if self.rate == 0.0 { instant } else { 0.7 * self.rate + 0.3 * instant };
         }
         self.last = (now, nodes);
-        let guess = self.remaining.as_mut().map_or(Guess::Unknown, |r| r.update(scheduler));
+        let guess = match last && scheduler.queued() == 0 && scheduler.in_flight() == 0 {
+            // Nothing is left: the total is the count (random polling's estimate probes the root,
+            // and would stay a guess to the end).
+            true => Guess::Total { total: nodes as f64, std_error: 0.0 },
+            false => self.remaining.as_mut().map_or(Guess::Unknown, |r| r.update(scheduler)),
+        };
         let elapsed = self.before_s + self.started.elapsed().as_secs_f64();
         let t = scheduler.totals();
         if let Some(h) = self.hist.as_mut().filter(|h| !h.failed) {

@@ -151,7 +151,7 @@ fn history_and_job_sizes_are_written_as_the_run_goes() {
     assert_eq!(sizes.iter().sum::<u64>(), 4_130_071);
 }
 
-/// In either mode the history's last row counts the run's workers, idle at the end.
+/// In either mode the history's last row counts the run's workers, idle at the end, and its total.
 #[test]
 fn the_historys_last_row_counts_the_workers_in_either_mode() {
     let dir = tempfile::tempdir().unwrap();
@@ -165,6 +165,8 @@ fn the_historys_last_row_counts_the_workers_in_either_mode() {
         // nodes, busy_workers, workers: queens 9's tree has 8,394 nodes (counted by a brute force
         // over partial placements, row by row).
         assert_eq!((last[1], last[4], last[5]), ("8394", "0", "2"), "{mode}: {text}");
+        // Done: the estimated total is the count.
+        assert_eq!((last[9], last[10]), ("8394", "0"), "{mode}: {text}");
     }
 }
 
