@@ -248,6 +248,9 @@ impl Monitor {
                 let (text, fraction) = line();
                 bar.set_position(fraction.map_or(0, |f| (f * 1000.0) as u64));
                 bar.set_message(text);
+                // Each of the two may draw, and the draw after the first is often skipped (draws
+                // are rate-limited): the frame would show the new bar beside the old text.
+                bar.force_draw();
                 if last {
                     bar.finish_and_clear();
                 }
