@@ -153,7 +153,7 @@ impl Monitor {
             }
             mode => {
                 let target = match mode {
-                    ProgressMode::Always => ProgressDrawTarget::term_like(Box::new(console::Term::stderr())),
+                    ProgressMode::Always => ProgressDrawTarget::term_like(Box::new(Stderr(console::Term::stderr()))),
                     _ => ProgressDrawTarget::stderr(),
                 };
                 let bar = ProgressBar::with_draw_target(Some(1000), target);
@@ -271,6 +271,50 @@ impl Observer for Monitor {
 
     fn finish(&mut self, scheduler: &dyn RunView) {
         self.record(scheduler, true);
+    }
+}
+
+/// Stderr as a terminal for `--progress always`, which may not be one (a pipe, a terminal of
+/// unknown size): then it is taken as wide enough for the whole line, estimate and ETA included,
+/// where the usual guess of 80 columns cuts them off.
+#[derive(Debug)]
+struct Stderr(console::Term);
+
+impl indicatif::TermLike for Stderr {
+    fn width(&self) -> u16 {
+        self.0.size_checked().map_or(200, |(_, columns)| columns)
+    }
+
+    fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_up(n)
+    }
+
+    fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_down(n)
+    }
+
+    fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_right(n)
+    }
+
+    fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_left(n)
+    }
+
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.0.write_line(s)
+    }
+
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        self.0.write_str(s)
+    }
+
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.0.clear_line()
+    }
+
+    fn flush(&self) -> std::io::Result<()> {
+        self.0.flush()
     }
 }
 

@@ -316,6 +316,8 @@ fn progress_without_a_terminal_is_a_line_every_few_seconds() {
     assert!(!stderr(&quiet).contains("/s  L"), "{}", stderr(&quiet));
     let bar = bts(&["run", "--progress", "always", "--workers", "2", "uts", "--preset", "T1", "-g", "10"]);
     assert!(stderr(&bar).contains("busy 2/2"), "{}", stderr(&bar));
+    // Not cut at a guessed width of 80 columns: the estimate at the line's end is there.
+    assert!(stderr(&bar).contains("total unknown") || stderr(&bar).contains("% of ~"), "{}", stderr(&bar));
     // Random polling has no job list and no budget: the line shows the workers' stacks.
     let args =
         ["run", "--progress", "always", "--mode", "polling", "--workers", "2", "uts", "--preset", "T1", "-g", "10"];
