@@ -199,6 +199,43 @@ struct Timers {
     tick: Option<Instant>,
     checkpoint: Option<Instant>,
     stop_file: Option<Instant>,
+    failed_saves: FailedSaves,
+}
+
+/// Periodic checkpoints that could not be written: warned of at the first, then once a minute
+/// (every few seconds, they would fill the log), and told when they work again.
+#[derive(Default)]
+struct FailedSaves {
+    since: Option<Instant>,
+    warned: Option<Instant>,
+}
+
+/// How often failing periodic checkpoints are warned of.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+impl FailedSaves {
+    /// A save failed at `now`: true if it is warned of.
+    fn failed(&mut self, what: &str, e: &io::Error, now: Instant) -> bool {
+        let since = *self.since.get_or_insert(now);
+        if self.warned.is_some_and(|at| now.duration_since(at) < WARN_EVERY) {
+            tracing::debug!("cannot write {what}: {e}");
+            return false;
+        }
+        self.warned = Some(now);
+        let how_long = match now.duration_since(since).as_secs() {
+            0 => String::new(),
+            s => format!(" (none written for {s} s)"),
+        };
+        tracing::warn!("cannot write {what}: {e}; the previous checkpoint stays valid{how_long}");
+        true
+    }
+
+    fn saved(&mut self) {
+        if let Some(since) = self.since.take() {
+            tracing::info!("a checkpoint is written again, after {} s without", since.elapsed().as_secs());
+        }
+        self.warned = None;
+    }
 }
 
 /// What the timers say is due.
@@ -214,6 +251,7 @@ impl Timers {
             tick: options.tick.map(|t| now + t),
             checkpoint: options.checkpoint_every.map(|t| now + t),
             stop_file: options.stop_file.as_ref().map(|_| now),
+            failed_saves: FailedSaves::default(),
         }
     }
 
@@ -311,7 +349,7 @@ pub fn drive(
             scheduler.clear_job_sizes();
         }
         if due.checkpoint {
-            save_on_the_way(scheduler, output, observer, "a periodic checkpoint")?;
+            save_on_the_way(scheduler, output, observer, "a periodic checkpoint", &mut timers.failed_saves)?;
             timers.rearm_checkpoint(options, Instant::now());
         }
         if let Some(reason) = due.stop {
@@ -384,7 +422,7 @@ fn stop(
     if first
         && options.save_on_stop
         && scheduler.outcome().is_none()
-        && save_on_the_way(scheduler, output, observer, "the checkpoint as the run stops")?
+        && save_on_the_way(scheduler, output, observer, "the checkpoint as the run stops", &mut FailedSaves::default())?
     {
         tracing::info!("saved the run; waiting for the jobs out with workers");
     }
@@ -400,13 +438,17 @@ fn save_on_the_way(
     output: &mut dyn Output,
     observer: &mut dyn Observer,
     what: &str,
+    failed: &mut FailedSaves,
 ) -> io::Result<bool> {
     output.sync()?;
     let at = SavePoint { output_checksum: output.checksum(), last: false };
     match observer.checkpoint(run, at) {
-        Ok(()) => Ok(true),
+        Ok(()) => {
+            failed.saved();
+            Ok(true)
+        }
         Err(e) => {
-            tracing::warn!("cannot write {what}: {e}; the previous checkpoint stays valid");
+            failed.failed(what, &e, Instant::now());
             Ok(false)
         }
     }
@@ -521,7 +563,8 @@ pub fn drive_polling(
             match why {
                 PauseFor::Checkpoint | PauseFor::Leave => {
                     if why == PauseFor::Checkpoint {
-                        save_on_the_way(coordinator, output, observer, "a periodic checkpoint")?;
+                        let failed = &mut timers.failed_saves;
+                        save_on_the_way(coordinator, output, observer, "a periodic checkpoint", failed)?;
                     }
                     coordinator.resume();
                     // Processes whose workers all left go once told to finish.
@@ -677,6 +720,18 @@ mod tests {
     use super::*;
     use crate::scheduler::SchedulerConfig;
     use bts_protocol::NodeBytes;
+
+    #[test]
+    fn failing_periodic_checkpoints_are_warned_of_once_a_minute() {
+        let (mut failed, e, t0) = (FailedSaves::default(), io::Error::other("disk full"), Instant::now());
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let warned: Vec<bool> = [0, 10, 59, 60, 61, 119, 120].map(|s| failed.failed("a save", &e, at(s))).into();
+        assert_eq!(warned, [true, false, false, true, false, false, true]);
+        // Once saves work again, the next failure is warned of at once.
+        failed.saved();
+        assert!(failed.failed("a save", &e, at(130)));
+        assert!(!failed.failed("a save", &e, at(131)));
+    }
 
     /// An output whose syncs fail, as a file's on a full or failing disk.
     struct Unsyncable;
