@@ -113,6 +113,8 @@ pub struct Monitor {
     last: (Instant, u64),
     rate: f64,
     remaining: Option<Remaining>,
+    /// See [`Monitor::ends_at`].
+    ended_at: Option<f64>,
 }
 
 impl Monitor {
@@ -176,7 +178,14 @@ impl Monitor {
             last: (now, nodes_before),
             rate: 0.0,
             remaining: Remaining::spawn(searcher, polling),
+            ended_at: None,
         })
+    }
+
+    /// The run's seconds as its final checkpoint holds them: its last row is at that time, which a
+    /// resumed run keeps (rows after a checkpoint are work done again) and its summary reports.
+    pub fn ends_at(&mut self, elapsed_s: f64) {
+        self.ended_at = Some(elapsed_s);
     }
 
     fn record(&mut self, scheduler: &dyn RunView, last: bool) {
@@ -194,7 +203,10 @@ impl Monitor {
             true => Guess::Total { total: nodes as f64, std_error: 0.0 },
             false => self.remaining.as_mut().map_or(Guess::Unknown, |r| r.update(scheduler)),
         };
-        let elapsed = self.before_s + self.started.elapsed().as_secs_f64();
+        let elapsed = match (last, self.ended_at) {
+            (true, Some(at)) => at,
+            _ => self.before_s + self.started.elapsed().as_secs_f64(),
+        };
         let t = scheduler.totals();
         if let Some(h) = self.hist.as_mut().filter(|h| !h.failed) {
             let h = &mut h.file;

@@ -674,6 +674,9 @@ impl Observer for Hooks<'_> {
 
     fn finish(&mut self, scheduler: &dyn RunView) {
         if let Some(m) = &mut self.monitor {
+            if let Some(at) = self.saver.final_elapsed_s.get() {
+                m.ends_at(at);
+            }
             m.finish(scheduler);
         }
     }

@@ -212,6 +212,9 @@ fn a_resumed_run_carries_on_the_history() {
         .filter(|l| l.split(',').next().unwrap().parse::<f64>().map_or(true, |t| t <= saved_at + 0.001))
         .collect();
     assert!(kept.len() > 3, "the first segment was too short to sample: {first}");
+    // Its last row is at the checkpoint's time: the resumed run keeps it.
+    assert_eq!(kept.last(), first.lines().last().as_ref(), "{first}");
+    assert!(first.lines().last().unwrap().starts_with(&format!("{saved_at:.3},")), "{saved_at}: {first}");
     // Rows of a run that died after its checkpoint.
     std::fs::write(&hist, format!("{first}{:.3},9999999,0,0,0,1,100,1,0,,\n", saved_at + 5.0)).unwrap();
     let o = bts(&["resume", ck_s, "--hist", hist_s, "--summary-json", "-"]);
