@@ -284,10 +284,11 @@ impl Program {
 
     /// The last lines the program wrote to stderr.
     pub fn stderr_tail(&self) -> String {
-        // Give the stderr task a moment to catch up with a program that just died.
+        // Give the stderr task a moment to catch up with a program that just died or failed (it
+        // may have written its stderr just before its answer, and a loaded machine reads it late).
         let mut task = self.stderr_task.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(mut running) = task.take() {
-            let wait = async { tokio::time::timeout(Duration::from_millis(20), &mut running).await.is_ok() };
+            let wait = async { tokio::time::timeout(Duration::from_millis(50), &mut running).await.is_ok() };
             let done = runtime().block_on(wait);
             if !done {
                 *task = Some(running);
@@ -464,16 +465,19 @@ async fn log_stderr(mut stderr: ChildStderr, tag: &str, tail: &Mutex<VecDeque<St
         if text.trim().is_empty() {
             return;
         }
+        // In the tail first: a failure of the job takes it, maybe while this line is logged.
+        {
+            let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+            if tail.len() == STDERR_TAIL {
+                tail.pop_front();
+            }
+            tail.push_back(text.clone());
+        }
         if warn {
             tracing::warn!(worker = %tag, "stderr: {text}");
         } else {
             tracing::debug!(worker = %tag, "stderr: {text}");
         }
-        let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
-        if tail.len() == STDERR_TAIL {
-            tail.pop_front();
-        }
-        tail.push_back(text);
     };
     loop {
         let n = match stderr.read(&mut chunk).await {
