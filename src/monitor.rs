@@ -155,14 +155,16 @@ impl Monitor {
             }
             mode => {
                 let target = match mode {
-                    ProgressMode::Always => ProgressDrawTarget::term_like(Box::new(Stderr(console::Term::stderr()))),
+                    ProgressMode::Always => {
+                        ProgressDrawTarget::term_like(Box::new(WideStderr(console::Term::stderr())))
+                    }
                     _ => ProgressDrawTarget::stderr(),
                 };
                 let bar = ProgressBar::with_draw_target(Some(1000), target);
                 bar.set_style(
-                    ProgressStyle::with_template("{bar:20.cyan/blue} {wide_msg}")
-                        .expect("a valid template")
-                        .progress_chars("█▉▊▋▌▍▎▏ "),
+                    // The bar is drawn into the message (see `bar_cells`): set apart, bar and text
+                    // would each draw a frame, the first with the other's last state.
+                    ProgressStyle::with_template("{wide_msg}").expect("a valid template"),
                 );
                 Display::Bar(bar)
             }
@@ -258,11 +260,7 @@ impl Monitor {
         match &mut self.display {
             Display::Bar(bar) => {
                 let (text, fraction) = line();
-                bar.set_position(fraction.map_or(0, |f| (f * 1000.0) as u64));
-                bar.set_message(text);
-                // Each of the two may draw, and the draw after the first is often skipped (draws
-                // are rate-limited): the frame would show the new bar beside the old text.
-                bar.force_draw();
+                bar.set_message(format!("{} {text}", bar_cells(fraction.unwrap_or(0.0))));
                 if last {
                     bar.finish_and_clear();
                 }
@@ -286,15 +284,22 @@ impl Observer for Monitor {
     }
 }
 
-/// Stderr as a terminal for `--progress always`, which may not be one (a pipe, a terminal of
-/// unknown size): then it is taken as wide enough for the whole line, estimate and ETA included,
-/// where the usual guess of 80 columns cuts them off.
+/// Stderr as a terminal for `--progress always`, which may not be one: a pipe or a file is taken
+/// as wide enough for the whole line, estimate and ETA included, where the usual guess of 80
+/// columns cuts them off.
 #[derive(Debug)]
-struct Stderr(console::Term);
+struct WideStderr(console::Term);
 
-impl indicatif::TermLike for Stderr {
+impl indicatif::TermLike for WideStderr {
     fn width(&self) -> u16 {
-        self.0.size_checked().map_or(200, |(_, columns)| columns)
+        // A terminal of unknown size may be narrow: a longer line would wrap, and the next frame
+        // would not replace it.
+        let unknown = if self.0.is_term() { 80 } else { 200 };
+        self.0.size_checked().map_or(unknown, |(_, columns)| columns)
+    }
+
+    fn height(&self) -> u16 {
+        self.0.size_checked().map_or(24, |(rows, _)| rows)
     }
 
     fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
@@ -328,6 +333,19 @@ impl indicatif::TermLike for Stderr {
     fn flush(&self) -> std::io::Result<()> {
         self.0.flush()
     }
+}
+
+/// A bar of 20 cells, `fraction` of it full, in eighths of a cell.
+fn bar_cells(fraction: f64) -> String {
+    const PARTS: [char; 8] = [' ', '▏', '▎', '▍', '▌', '▋', '▊', '▉'];
+    let eighths = (fraction.clamp(0.0, 1.0) * 160.0) as usize;
+    let (full, part) = (eighths / 8, eighths % 8);
+    let mut cells = "█".repeat(full);
+    if full < 20 {
+        cells.push(PARTS[part]);
+        cells.push_str(&" ".repeat(19 - full));
+    }
+    console::style(cells).cyan().for_stderr().to_string()
 }
 
 /// The fraction done, when the total is known.
@@ -379,6 +397,16 @@ fn duration(s: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_bar_is_twenty_cells_filled_by_eighths() {
+        console::set_colors_enabled_stderr(false);
+        assert_eq!(bar_cells(0.0), " ".repeat(20));
+        assert_eq!(bar_cells(1.0), "█".repeat(20));
+        assert_eq!(bar_cells(0.5), format!("{} {}", "█".repeat(10), " ".repeat(9)));
+        assert_eq!(bar_cells(0.5 + 3.0 / 160.0), format!("{}▍{}", "█".repeat(10), " ".repeat(9)));
+        assert_eq!(bar_cells(f64::NAN).chars().count(), 20);
+    }
     use super::*;
 
     #[test]
