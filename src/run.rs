@@ -155,14 +155,11 @@ pub enum RunError {
     /// names the file.
     #[error("cannot write the {0}")]
     History(std::io::Error),
-    /// The run went wrong: the output cannot be written, or a lost worker's work cannot be redone.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
     /// The run broke off as it went: its output cannot be written, or a lost worker's work cannot
     /// be redone. `summary` says what it did up to then (outcome `failed`); the last checkpoint it
     /// saved is whole.
-    #[error("{source}")]
-    Broke { source: std::io::Error, summary: Box<Summary> },
+    #[error("{error}")]
+    Broke { error: std::io::Error, summary: Box<Summary> },
     /// The checkpoint to resume from cannot be read ([`load_checkpoint`](crate::load_checkpoint)).
     #[error("cannot resume: {0}")]
     Load(#[from] bts_checkpoints::LoadError),
@@ -552,10 +549,10 @@ fn finished_or_broke(
 ) -> Result<Finished, RunError> {
     match result {
         Ok(outcome) => finished(outcome, run, hooks, searcher),
-        Err(source) => {
+        Err(error) => {
             // A stop for a failure: the summary says `failed`, not complete.
             let done = finished(Outcome::Stopped(StopReason::JobFailed), run, hooks, searcher)?;
-            Err(RunError::Broke { source, summary: Box::new(done.summary) })
+            Err(RunError::Broke { error, summary: Box::new(done.summary) })
         }
     }
 }

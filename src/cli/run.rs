@@ -104,7 +104,7 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         .about("Carry on a run from its checkpoint; run options given change the stored ones")
         .override_usage("bts resume <CHECKPOINT> [RUN-OPTIONS]");
     // What the checkpoint stores is what a resumed run has unless told otherwise.
-    for id in ["mode", "split", "start", "budget", "scale", "lmin", "lmax", "order", "output"] {
+    for id in ["mode", "split", "budget", "scale", "lmin", "lmax", "order", "output"] {
         command = command.mut_arg(id, |arg| {
             let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
             let stored = match help.find(" [default: ") {
@@ -389,13 +389,15 @@ fn execute(
     };
     let finished = match run.run_to(&mut *output) {
         Ok(finished) => finished,
-        Err(crate::RunError::Broke { source, mut summary }) => {
+        Err(crate::RunError::Broke { error, mut summary }) => {
+            // The records written go first: a summary on stdout comes after them.
+            drop(output);
             summary.mixed_modes = mixed_modes;
             // What the run did is told as for any failure, then why it broke off.
             let reported = report(args, &summary);
             return Err(match reported {
-                Ok(()) => broke(&source),
-                Err(e) => broke(&format!("{source}\nbts: {}", e.message)),
+                Ok(()) => broke(&error),
+                Err(e) => broke(&format!("{error}\nbts: {}", e.message)),
             });
         }
         Err(
@@ -404,7 +406,6 @@ fn execute(
             | crate::RunError::Unsupported(_)
             | crate::RunError::History(_)),
         ) => return Err(CliError::usage(e)),
-        Err(crate::RunError::Io(e)) => return Err(broke(&e)),
         Err(e) => return Err(CliError::failure(e)),
     };
     drop(output);
