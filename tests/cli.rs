@@ -360,9 +360,10 @@ fn a_refused_run_leaves_every_file_untouched() {
     let (out, ck, json) = (path("out.txt"), path("run.ckpt"), path("s.json"));
     // The files bts keeps beside a checkpoint while it replaces it, and while it runs.
     let (tmp, lock) = (path(".run.ckpt.tmp"), path(".run.ckpt.lock"));
+    let (rendezvous, rendezvous_tmp) = (path("launch"), path(".launch.tmp"));
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let busy = busy.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 11] = [
         (&["--summary-json", &out], "given as both --output and --summary-json"),
         (&["--checkpoint", &out], "given as both --output and --checkpoint"),
         (&["--hist", &out], "given as both --output and --hist"),
@@ -376,6 +377,7 @@ fn a_refused_run_leaves_every_file_untouched() {
             "is the temporary file of --checkpoint, which bts writes over",
         ),
         (&["--checkpoint", &ck, "--hist", &lock], "is the lock file of --checkpoint, which bts writes over"),
+        (&["--rendezvous", &rendezvous, "--hist", &rendezvous_tmp], "is the temporary file of --rendezvous"),
     ];
     for (options, message) in cases {
         for file in [&out, &ck, &json, &tmp, &lock] {

@@ -360,6 +360,15 @@ fn a_run_stopped_and_resumed_gives_every_record_once() {
     let text = std::fs::read_to_string(out).unwrap();
     assert_eq!(file_records(&text), plain.records);
     assert_eq!(plain_lrs(Path::new(out)).totals["vertices"], 13, "the output file is lrs's input");
+    // The same advice after the run completed keeps its `end` too.
+    std::fs::write(out, format!("{text}a line of the user's\n")).unwrap();
+    let o = bts(&["resume", ck]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let advice = stderr(&o);
+    let cut: u64 = advice.split("cut the file to ").nth(1).and_then(|t| t.split(' ').next()?.parse().ok()).unwrap();
+    std::fs::OpenOptions::new().write(true).open(out).unwrap().set_len(cut).unwrap();
+    assert!(std::fs::read_to_string(out).unwrap() == text, "{advice}");
+    assert_eq!(bts(&["resume", ck]).status.code(), Some(0));
 }
 
 #[test]

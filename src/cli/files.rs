@@ -72,17 +72,21 @@ pub fn check(
     }
     // A file replaced atomically comes with a temporary file and a lock beside it, which bts
     // removes and writes: another option naming one of them would lose its file.
-    let companions: Vec<(String, PathBuf)> =
-        [("--checkpoint", checkpoint), ("--address-file", args.remote.address_file.as_deref())]
-            .into_iter()
-            .filter_map(|(option, path)| Some((option, path?)))
-            .flat_map(|(option, path)| {
-                [
-                    (format!("the temporary file of {option}"), bts_checkpoints::temporary_path(path)),
-                    (format!("the lock file of {option}"), lock_path(path)),
-                ]
-            })
-            .collect();
+    let atomic = [
+        ("--checkpoint", checkpoint),
+        ("--address-file", args.remote.address_file.as_deref()),
+        ("--rendezvous", args.remote.rendezvous.as_deref()),
+    ];
+    let companions: Vec<(String, PathBuf)> = atomic
+        .into_iter()
+        .filter_map(|(option, path)| Some((option, path?)))
+        .flat_map(|(option, path)| {
+            [
+                (format!("the temporary file of {option}"), bts_checkpoints::temporary_path(path)),
+                (format!("the lock file of {option}"), lock_path(path)),
+            ]
+        })
+        .collect();
     for (option, path) in &named {
         if let Some((what, _)) = companions.iter().find(|(_, companion)| same_file(path, companion)) {
             return Err(CliError::usage(format!(
@@ -377,7 +381,7 @@ impl FileOutput {
                  to another --checkpoint file (resume that one); else move them away (or cut the file to {} \
                  bytes) and resume again",
                 len - committed,
-                header + committed
+                header + committed + footer
             )));
         }
         Ok(Self::new(file, path, sum, header))
