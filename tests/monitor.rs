@@ -222,7 +222,8 @@ fn a_resumed_run_carries_on_the_history() {
     let text = std::fs::read_to_string(&hist).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(&lines[..kept.len()], &kept[..], "the first segment's rows are kept as they were");
-    assert!(lines.len() > kept.len() + 3, "the resumed run adds its rows");
+    // A row as it starts, four a second, and one as it ends, however loaded the machine is.
+    assert!(lines.len() > kept.len() + 1, "the resumed run adds its rows");
     let rows: Vec<(f64, u64)> = lines[1..]
         .iter()
         .map(|l| {
@@ -231,7 +232,8 @@ fn a_resumed_run_carries_on_the_history() {
         })
         .collect();
     for w in rows.windows(2) {
-        assert!(w[1].0 > w[0].0 && w[1].1 >= w[0].1, "time and nodes go forward: {w:?}");
+        // The last row, as the run ends, may come within a millisecond of the one before.
+        assert!(w[1].0 >= w[0].0 && w[1].1 >= w[0].1, "time and nodes go forward: {w:?}");
     }
     assert_eq!(rows.last().unwrap().1, summary(&o)["nodes"].as_u64().unwrap());
     // The resumed run's rate is its own: its first row's is the nodes since the checkpoint over the

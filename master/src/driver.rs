@@ -232,7 +232,7 @@ impl FailedSaves {
 
     fn saved(&mut self) {
         if let Some(since) = self.since.take() {
-            tracing::info!("a checkpoint is written again, after {} s without", since.elapsed().as_secs());
+            tracing::warn!("a checkpoint is written again, after {} s without", since.elapsed().as_secs());
         }
         self.warned = None;
     }
