@@ -400,9 +400,11 @@ fn a_refused_run_leaves_every_file_untouched() {
 #[test]
 fn a_run_refused_for_its_mode_creates_no_file() {
     let dir = tempfile::tempdir().unwrap();
-    let (out, ck) = (dir.path().join("out.txt"), dir.path().join("run.ckpt"));
+    let (out, ck, token) = (dir.path().join("out.txt"), dir.path().join("run.ckpt"), dir.path().join("tok"));
     let files = ["--output", out.to_str().unwrap(), "--checkpoint", ck.to_str().unwrap()];
-    let o = bts(&[&["run", "--mode", "polling"][..], &files, &["exec", "--", "/bin/true"]].concat());
+    // A missing token file is made only for a run that goes ahead.
+    let listen = ["--listen", "127.0.0.1:0", "--token-file", token.to_str().unwrap()];
+    let o = bts(&[&["run", "--mode", "polling"][..], &files, &listen, &["exec", "--", "/bin/true"]].concat());
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("random polling needs a tree that can split its search"), "{}", stderr(&o));
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();

@@ -45,6 +45,7 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
     let output_path = args.output.output.as_deref().filter(|_| !args.output.count_only);
     files::check(args, &spec, output_path, options.checkpoint.as_deref())?;
     let _locks = lock_run_files(&options, None)?;
+    make_token(&mut options, args)?;
     let frame = searcher.file_frame(None);
     let mut warnings = stdout_warnings(&options);
     if options.checkpoint.is_some() {
@@ -57,6 +58,17 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
     options.output_path = output_path.clone();
     let framed = output_path.zip(frame.is_some().then(|| Arc::clone(&searcher)));
     execute(args, Run::with_searcher(spec, searcher).options(options), output, false, framed)
+}
+
+/// Makes the token file that `--token-file` names if it is missing: only once the run's files
+/// are checked and locked, so that a refused run leaves none.
+fn make_token(options: &mut RunOptions, args: &RunArgs) -> Result<(), CliError> {
+    if let (Some(listen), Some(file)) = (options.listen.as_mut(), &args.remote.token_file)
+        && listen.token.is_empty()
+    {
+        listen.token = read_or_make_token(file)?;
+    }
+    Ok(())
 }
 
 /// Takes the locks of the files the run replaces as it goes, held to its end: its checkpoint, which
@@ -166,6 +178,7 @@ fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exi
     let output_path = if checkpoint.options.count_only { None } else { resumed_output_path(args, &checkpoint, path)? };
     files::check(args, &checkpoint.tree, output_path.as_deref(), Some(&written))?;
     let _locks = lock_run_files(&options, Some(path))?;
+    make_token(&mut options, args)?;
     if resumed_in_place && file_identity(path) != identity {
         return Err(CliError::usage(format!(
             "{} was replaced while it was being read: is another bts running on it?",
@@ -322,9 +335,10 @@ fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
             }
             return Ok(None);
         };
-        // The master makes a missing token file; the workers are given the same one.
-        let token = r.token_file.as_deref().map(read_or_make_token).transpose()?.unwrap_or_default();
-        if token.is_empty() && !crate::remote::is_loopback(address) {
+        // The master makes a missing token file once every file is checked (`make_token`); the
+        // workers are given the same one.
+        let token = r.token_file.as_deref().filter(|f| f.exists()).map(read_token).transpose()?.unwrap_or_default();
+        if token.is_empty() && r.token_file.is_none() && !crate::remote::is_loopback(address) {
             return Err(CliError::usage(format!(
                 "refusing to listen on {address} beyond loopback without a token: give --token-file F (the same file to the workers)"
             )));
