@@ -160,7 +160,7 @@ impl Monitor {
                     }
                     _ => ProgressDrawTarget::stderr(),
                 };
-                let bar = ProgressBar::with_draw_target(Some(1000), target);
+                let bar = ProgressBar::with_draw_target(None, target);
                 bar.set_style(
                     // The bar is drawn into the message (see `bar_cells`): set apart, bar and text
                     // would each draw a frame, the first with the other's last state.
@@ -397,6 +397,7 @@ fn duration(s: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn the_bar_is_twenty_cells_filled_by_eighths() {
@@ -407,7 +408,6 @@ mod tests {
         assert_eq!(bar_cells(0.5 + 3.0 / 160.0), format!("{}▍{}", "█".repeat(10), " ".repeat(9)));
         assert_eq!(bar_cells(f64::NAN).chars().count(), 20);
     }
-    use super::*;
 
     #[test]
     fn numbers_and_durations_read_well() {
