@@ -304,8 +304,11 @@ fn the_head_of_the_input_and_of_the_output_file_are_read_as_lrs_reads_them() {
     let file = dir.path().join("latin.ine");
     std::fs::write(&file, [&b"caf\xe9\n"[..], cube(3).split_once('\n').unwrap().1.as_bytes()].concat()).unwrap();
     let given = dir.path().join("given");
-    let wrapper =
-        script(dir.path(), "lrs-wrapper.sh", &format!("#!/bin/sh\ntee -a {} | lrs \"$@\"\n", given.display()));
+    let wrapper = script(
+        dir.path(),
+        "lrs-wrapper.sh",
+        &format!("#!/bin/sh\ncat \"$1\" >>{}\nexec lrs \"$@\"\n", given.display()),
+    );
     let (records, s) = run_lrs(dir.path(), &["--workers", "2", "--budget", "2"], &file);
     let plain = plain_lrs(&file);
     assert_eq!(sorted_lines(&records), plain.records);
@@ -409,6 +412,39 @@ fn kill_9_at_any_moment_then_resume_writes_every_record_once() {
     assert_totals(&s, &plain, "after kill -9");
     let text = std::fs::read_to_string(out).unwrap();
     assert_eq!(file_records(&text), plain.records, "after {kills} kills");
+}
+
+/// lrs is given each job's input as a file in bts's own folder of the temporary folder (lrs would
+/// copy its stdin to `/tmp/lrs_stdin*`, left behind by a job killed early). The folder is gone
+/// when bts ends, also when bts is killed with signal 9 in the middle of its jobs.
+#[test]
+fn lrs_jobs_leave_nothing_in_the_temporary_folder() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cyclic.ext");
+    std::fs::write(&file, cyclic(7, 18)).unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let left = || std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().path()).collect::<Vec<_>>();
+    let run = |progress: &str| {
+        let mut command = bts_command();
+        command.args(["run", "--progress", progress, "--workers", "2", "--fixed-budget", "--budget", "2"]);
+        command.args(["--count-only", "lrs", file.to_str().unwrap()]).env("TMPDIR", &tmp);
+        command
+    };
+    // A whole run, with the progress estimate's probes (jobs too) running to its end.
+    let o = run("always").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(left(), Vec::<PathBuf>::new(), "after a run");
+    // Killed while its jobs' files are there.
+    let mut child = run("never").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let job_file = |folder: &PathBuf| std::fs::read_dir(folder).is_ok_and(|mut d| d.next().is_some());
+    wait_until(Duration::from_secs(30), || left().iter().any(job_file), || "no job file".into());
+    signal(&child, "-KILL");
+    child.wait().unwrap();
+    wait_until(Duration::from_secs(10), || left().is_empty(), || format!("left after kill -9: {:?}", left()));
 }
 
 #[test]
@@ -643,8 +679,8 @@ fn a_failed_run_leaves_no_lrs_job_running_on_a_remote_worker() {
     let fake = script(
         dir.path(),
         "fakelrs.sh",
-        "#!/bin/sh\nin=$(mktemp)\ncat >\"$in\"\nif grep -q '^restart' \"$in\"; then\n  rm -f \"$in\"\n  \
-         if mkdir \"$0.hung\" 2>/dev/null; then exec sleep 60; fi\n  exit 1\nfi\nexec lrs <\"$in\"\n",
+        "#!/bin/sh\nif grep -q '^restart' \"$1\"; then\n  \
+         if mkdir \"$0.hung\" 2>/dev/null; then exec sleep 60; fi\n  exit 1\nfi\nexec lrs \"$@\"\n",
     );
     let address = dir.path().join("address");
     let mut master = bts_command()

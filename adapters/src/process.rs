@@ -6,10 +6,11 @@
 //! jobs: a job's answer then reaches that thread with no other thread to wake (see [`Program::next`]).
 
 use bts_protocol::runtime::runtime;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -324,7 +325,10 @@ impl Program {
 /// The process groups of the programs started and not yet reaped: what [`kill_all`] kills, and
 /// what the guardian kills if bts dies without time to.
 struct LiveGroups {
-    groups: std::collections::BTreeSet<u32>,
+    groups: BTreeSet<u32>,
+    /// The folder of the [`JobFile`]s, made with the first: [`kill_all`] removes it, and the
+    /// guardian does if bts dies without time to.
+    folder: Option<PathBuf>,
     /// [`kill_all`] has run: no program may start after it.
     exiting: bool,
     /// The guardian's input, once a program has started (`None` if it could not start).
@@ -349,11 +353,31 @@ impl LiveGroups {
         }
     }
 
-    fn tell_guardian(&mut self, op: char, pid: u32) {
+    /// The folder of the job files, made once.
+    fn folder(&mut self) -> io::Result<PathBuf> {
+        if let Some(folder) = &self.folder {
+            return Ok(folder.clone());
+        }
+        let folder = tempfile::Builder::new().prefix("bts-").tempdir()?.keep();
+        // The guardian's `rm -rf` gets only a whole absolute path that is plainly the folder (a
+        // relative TMPDIR is made absolute; one with a newline the guardian would not read whole).
+        if let Ok(path) = std::fs::canonicalize(&folder)
+            && let Some(text) = path.to_str()
+            && !text.contains('\n')
+            && text.trim() == text
+            && path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("bts-"))
+        {
+            self.tell_guardian('d', text);
+        }
+        self.folder = Some(folder.clone());
+        Ok(folder)
+    }
+
+    fn tell_guardian(&mut self, op: char, what: impl std::fmt::Display) {
         let guardian = self.guardian.get_or_insert_with(start_guardian);
         // One write, which a pipe takes whole: a line cut by a kill -9 would not be read.
         if let Some(input) = guardian
-            && let Err(e) = input.write_all(format!("{op} {pid}\n").as_bytes())
+            && let Err(e) = input.write_all(format!("{op} {what}\n").as_bytes())
         {
             tracing::debug!("the guardian of bts's programs is gone: {e}");
             *guardian = None;
@@ -363,23 +387,26 @@ impl LiveGroups {
 
 fn live_groups() -> std::sync::MutexGuard<'static, LiveGroups> {
     static LIVE: Mutex<LiveGroups> =
-        Mutex::new(LiveGroups { groups: std::collections::BTreeSet::new(), exiting: false, guardian: None });
+        Mutex::new(LiveGroups { groups: BTreeSet::new(), folder: None, exiting: false, guardian: None });
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The guardian: a shell told the group of every program bts starts (`+ PID`) and reaps (`- PID`),
-/// which kills the groups still running when its input ends, as it does when bts dies however it
-/// dies (`kill -9` leaves bts no time to kill them itself). In a group of its own, deaf to the
-/// signals that stop bts.
+/// and the folder of its job files (`d PATH`), which kills the groups still running and removes
+/// the folder when its input ends, as it does when bts dies however it dies (`kill -9` leaves bts
+/// no time to do it itself). In a group of its own, deaf to the signals that stop bts.
 const GUARDIAN: &str = r#"trap '' INT HUP TERM QUIT
 groups=
+folder=
 while read -r op group; do
     case $op in
     +) groups="$groups $group" ;;
     -) kept=; for g in $groups; do [ "$g" = "$group" ] || kept="$kept $g"; done; groups=$kept ;;
+    d) folder=$group ;;
     esac
 done
 for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
+[ -n "$folder" ] && rm -rf -- "$folder"
 "#;
 
 fn start_guardian() -> Option<std::process::ChildStdin> {
@@ -418,6 +445,43 @@ pub fn kill_all() {
     for pid in std::mem::take(&mut live.groups) {
         kill_group(pid);
         live.tell_guardian('-', pid);
+    }
+    if let Some(folder) = &live.folder {
+        let _ = std::fs::remove_dir_all(folder);
+    }
+}
+
+/// A job's input as a file of its own, for a program that reads its input by name: removed when
+/// dropped, and with its folder (`bts-XXXXXX` in the temporary folder, `TMPDIR`) when bts exits.
+pub struct JobFile {
+    path: PathBuf,
+}
+
+impl JobFile {
+    /// Writes `bytes` to a new file named `{prefix}XXXXXX{suffix}`.
+    pub fn new(prefix: &str, suffix: &str, bytes: &[u8]) -> io::Result<JobFile> {
+        let folder = {
+            let mut live = live_groups();
+            if live.exiting {
+                return Err(io::Error::other("bts is exiting"));
+            }
+            live.folder()?
+        };
+        let (mut file, path) =
+            tempfile::Builder::new().prefix(prefix).suffix(suffix).tempfile_in(folder)?.keep().map_err(|e| e.error)?;
+        let job_file = JobFile { path };
+        file.write_all(bytes)?;
+        Ok(job_file)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for JobFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 

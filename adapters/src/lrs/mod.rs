@@ -16,7 +16,7 @@ mod options;
 mod parse;
 
 use crate::ExecConfig;
-use crate::process::{Next, Program};
+use crate::process::{JobFile, Next, Program};
 use crate::runner::{Failure, exited_successfully, next_unless_abandoned, timeout_message, with_retries};
 use bts_protocol::{Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned};
 use bts_worker::{CounterNames, FileFrame, JobRunner, RunnerSettings, Searcher};
@@ -119,11 +119,10 @@ impl LrsSearcher {
 /// head of an output file (the name, the representation, `linearity`, `begin` and `*****`).
 fn check_input(config: &LrsConfig, file: &Path) -> Result<Vec<String>, String> {
     let rejected = |what: String| format!("lrs rejects {}: {what}", file.display());
-    let mut program = Program::spawn_quiet(&mut Command::new(&config.exec.program), "lrs", config.exec.max_line)
+    let input = input_file(&[&config.input[..], b"maxcobases 1\n"].concat()).map_err(|e| format!("lrs: {e}"))?;
+    let mut program = start(&config.exec.program, &input, "lrs")
         .map_err(|e| format!("lrs: cannot start {}: {e}", config.exec.program.display()))?;
     let deadline = Instant::now() + config.exec.job_timeout;
-    let _ = program.send(&[&config.input[..], b"maxcobases 1\n"].concat(), deadline);
-    program.close_stdin();
     let mut out = JobOutput::new(config.name.as_deref());
     loop {
         match program.next(deadline) {
@@ -160,6 +159,21 @@ fn check_input(config: &LrsConfig, file: &Path) -> Result<Vec<String>, String> {
         return Err(rejected(if why.is_empty() { "no *Totals line".into() } else { why.join("; ") }));
     }
     Ok(config.name.iter().cloned().chain(out.head).collect())
+}
+
+/// A job's input, in a file of its own. lrs is given a file name, not its stdin: lrs copies stdin
+/// to `/tmp/lrs_stdin*` (a name fixed by lrslib), which a job killed in its first milliseconds
+/// left behind; bts removes its own file however the job ends.
+fn input_file(bytes: &[u8]) -> Result<JobFile, String> {
+    JobFile::new("bts-lrs-", ".ine", bytes)
+        .map_err(|e| format!("cannot write a job's input to {} ({e})", std::env::temp_dir().display()))
+}
+
+/// Starts lrs on `input`; its stdin is closed at once.
+fn start(lrs: &Path, input: &JobFile, tag: &str) -> std::io::Result<Program> {
+    let mut program = Program::spawn_quiet(Command::new(lrs).arg(input.path()), tag, crate::MAX_LINE)?;
+    program.close_stdin();
+    Ok(program)
 }
 
 /// lrs as given, or on PATH.
@@ -276,12 +290,10 @@ impl LrsRunner {
         let c = &self.config;
         let started = Instant::now();
         let deadline = started + c.exec.job_timeout;
-        let mut program = Program::spawn_quiet(&mut Command::new(&c.exec.program), &self.tag, c.exec.max_line)
+        // Declared before the program, so dropped after it: the file lives as long as lrs.
+        let input = input_file(&self.job_input(job, cobasis)).map_err(Failure::start)?;
+        let mut program = start(&c.exec.program, &input, &self.tag)
             .map_err(|e| Failure::start(format!("cannot start {}: {e}", c.exec.program.display())))?;
-        if let Err(e) = program.send(&self.job_input(job, cobasis), deadline) {
-            return Err(Failure::new(format!("cannot give lrs its input ({e})"), &program));
-        }
-        program.close_stdin();
         let mut out = JobOutput::new(c.name.as_deref());
         loop {
             let Some(next) = next_unless_abandoned(&mut program, deadline, &c.exec) else {
