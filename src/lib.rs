@@ -32,6 +32,7 @@ pub use bts_worker::{
 pub use registry::{BuildError, Registry};
 pub use run::{
     Finished, ListenOptions, MonitorOptions, PollingStart, ProgressMode, Run, RunError, RunMode, RunOptions, Stopper,
+    Unsaved,
 };
 pub use summary::{BestSummary, BudgetSummary, Summary};
 

@@ -157,9 +157,9 @@ pub enum RunError {
     History(std::io::Error),
     /// The run broke off as it went: its output cannot be written, or a lost worker's work cannot
     /// be redone. `summary` says what it did up to then (outcome `failed`); the last checkpoint it
-    /// saved is whole.
+    /// saved is whole, and `unsaved` is what a run resumed from it does again.
     #[error("{error}")]
-    Broke { error: std::io::Error, summary: Box<Summary> },
+    Broke { error: std::io::Error, summary: Box<Summary>, unsaved: Option<Unsaved> },
     /// The checkpoint to resume from cannot be read ([`load_checkpoint`](crate::load_checkpoint)).
     #[error("cannot resume: {0}")]
     Load(#[from] bts_checkpoints::LoadError),
@@ -552,7 +552,7 @@ fn finished_or_broke(
         Err(error) => {
             // A stop for a failure: the summary says `failed`, not complete.
             let done = finished(Outcome::Stopped(StopReason::JobFailed), run, hooks, searcher)?;
-            Err(RunError::Broke { error, summary: Box::new(done.summary) })
+            Err(RunError::Broke { error, summary: Box::new(done.summary), unsaved: done.unsaved })
         }
     }
 }

@@ -832,6 +832,52 @@ fn a_moved_checkpoint_whose_output_lies_outside_its_folder_needs_output() {
     check_queens_output(&out, 10);
 }
 
+/// A run whose records cannot go to stdout any more (its reader went away) breaks off (exit 1) and
+/// says what a run resumed from its last save does again: the nodes visited and the records
+/// printed since, as the summary and the checkpoint count them. The resumed run completes with
+/// the published count of solutions.
+#[test]
+fn a_run_that_breaks_off_says_what_resuming_does_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, s) = (dir.path().join("c.ck"), dir.path().join("s.json"));
+    let mut run = bts_command()
+        .args(["run", "--workers", "2", "--progress", "never", "--checkpoint", ck.to_str().unwrap()])
+        .args(["--checkpoint-every", "0.02", "--summary-json", s.to_str().unwrap(), "queens", "--n", "14"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Reads records until a checkpoint has saved some, then goes away.
+    let mut stdout = std::io::BufReader::new(run.stdout.take().unwrap());
+    let mut line = String::new();
+    let saved = || ck.exists() && inspect(&ck)["counters"]["outputs"].as_u64().unwrap() > 0;
+    while !saved() {
+        line.clear();
+        assert!(std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() > 0, "the run ended first");
+    }
+    drop(stdout);
+    let status = wait_bounded(&mut run, Duration::from_secs(30));
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
+    assert_eq!(status.code(), Some(1), "{log}");
+    let said: Value = serde_json::from_str(&std::fs::read_to_string(&s).unwrap()).unwrap();
+    assert_eq!(said["outcome"], "failed", "{log}");
+    let held = inspect(&ck)["counters"].clone();
+    let nodes = said["nodes"].as_u64().unwrap() - held["nodes"].as_u64().unwrap();
+    let records = said["outputs"].as_u64().unwrap() - held["outputs"].as_u64().unwrap();
+    let expected = format!(
+        "carries on from it (the {nodes} nodes visited since are visited again, and the {records} records printed \
+         since are printed again)"
+    );
+    assert!(log.contains(&expected), "expected {expected:?} in {log}");
+    let o =
+        bts_command().args(["resume", ck.to_str().unwrap(), "--summary-json", s.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let said: Value = serde_json::from_str(&std::fs::read_to_string(&s).unwrap()).unwrap();
+    // 14 queens: 365,596 solutions (OEIS A000170).
+    assert_eq!(said["outputs"], 365_596);
+}
+
 /// An output file removed, cut short or written to by something else while the run writes to it
 /// stops the run at its next save (exit 1, naming the file): it used to end `complete`, its
 /// records gone or mixed with another's.

@@ -394,24 +394,25 @@ fn execute(
     let checkpoint = run.checkpoint().map(Path::to_path_buf);
     // The output failed (a full disk), or a lost worker's work cannot be redone: what the last
     // checkpoint saved is still whole.
-    let broke = |e: &dyn std::fmt::Display| match &checkpoint {
+    let broke = |e: &dyn std::fmt::Display, unsaved: Option<crate::run::Unsaved>| match &checkpoint {
         Some(path) => CliError::failure(format!(
-            "{e}\nbts: the checkpoint {0} holds the run as of its last save: bts resume {0} carries on from it",
-            path.display()
+            "{e}\nbts: the checkpoint {0} holds the run as of its last save: bts resume {0} carries on from it{1}",
+            path.display(),
+            unsaved.map_or_else(String::new, |u| format!(" ({})", done_again(u)))
         )),
         None => CliError::failure(e.to_string()),
     };
     let finished = match run.run_to(&mut *output) {
         Ok(finished) => finished,
-        Err(crate::RunError::Broke { error, mut summary }) => {
+        Err(crate::RunError::Broke { error, mut summary, unsaved }) => {
             // The records written go first: a summary on stdout comes after them.
             drop(output);
             summary.mixed_modes = mixed_modes;
             // What the run did is told as for any failure, then why it broke off.
             let reported = report(args, &summary);
             return Err(match reported {
-                Ok(()) => broke(&error),
-                Err(e) => broke(&format!("{error}\nbts: {}", e.message)),
+                Ok(()) => broke(&error, unsaved),
+                Err(e) => broke(&format!("{error}\nbts: {}", e.message), unsaved),
             });
         }
         Err(
@@ -440,18 +441,10 @@ fn execute(
             let kept = match finished.unsaved {
                 None => format!("checkpoint written to {}", p.display()),
                 Some(u) => {
-                    let printed = match u.printed {
-                        0 => String::new(),
-                        n => format!(
-                            ", and the {} printed since are printed again",
-                            crate::summary::plural(n, "records")
-                        ),
-                    };
                     format!(
-                        "the checkpoint {} holds the run as of its last save: on resuming, the {} visited since are \
-                         visited again{printed}",
+                        "the checkpoint {} holds the run as of its last save: on resuming, {}",
                         p.display(),
-                        crate::summary::plural(u.nodes, "nodes")
+                        done_again(u)
                     )
                 }
             };
@@ -498,6 +491,15 @@ fn execute(
             Err(CliError::failure(format!("a job failed at node {}: {}\nbts: {}", f.node, f.message, resume_hint())))
         }
     }
+}
+
+/// What a run resumed from the last save does again.
+fn done_again(u: crate::run::Unsaved) -> String {
+    let printed = match u.printed {
+        0 => String::new(),
+        n => format!(", and the {} printed since are printed again", crate::summary::plural(n, "records")),
+    };
+    format!("the {} visited since are visited again{printed}", crate::summary::plural(u.nodes, "nodes"))
 }
 
 /// Says the summary on stderr, and writes it as JSON where `--summary-json` asks.
