@@ -217,3 +217,70 @@ fn a_searcher_used_again_reports_the_failures_of_its_new_run() {
     let second = run(RunOptions { time_limit: Some(std::time::Duration::from_secs(20)), ..one }).unwrap();
     assert!(matches!(second.outcome, Outcome::Failed(_)), "{:?}", second.outcome);
 }
+
+/// A complete ternary tree of height 6 whose leaves are records, with an `output` that breaks the
+/// rules of `Tree::output` in one of three ways.
+struct Careless {
+    how: &'static str,
+}
+
+impl Tree for Careless {
+    type Node = u64;
+    type Children<'a> = std::vec::IntoIter<u64>;
+
+    fn root(&self) -> u64 {
+        0
+    }
+
+    fn children(&self, node: &u64, depth: u32) -> Self::Children<'_> {
+        let kids: Vec<u64> = if depth < 6 { (1..=3).map(|i| node * 3 + i).collect() } else { Vec::new() };
+        kids.into_iter()
+    }
+
+    fn output(&self, node: &u64, depth: u32, out: &mut String) -> bool {
+        match self.how {
+            // Writes, then says there is no record.
+            "junk" if depth < 6 => {
+                out.push_str("JUNK");
+                false
+            }
+            "replace" if depth == 6 => {
+                *out = node.to_string();
+                true
+            }
+            "newline" if depth == 6 => {
+                write!(out, "{node}\n{node}").unwrap();
+                true
+            }
+            _ if depth == 6 => {
+                write!(out, "{node}").unwrap();
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What an output returning false wrote is dropped; an output that replaces the job's records
+/// or writes a newline fails the run, where it used to lose records or count two lines as one.
+#[test]
+fn an_output_that_breaks_the_rules_loses_no_record_without_a_word() {
+    // The leaves of the heap-numbered ternary tree of height 6: ids (3^6 - 1) / 2 to (3^7 - 3) / 2.
+    let leaves: Vec<String> = ((3u64.pow(6) - 1) / 2..=(3u64.pow(7) - 3) / 2).map(|n| n.to_string()).collect();
+    for mode in [bts::RunMode::Budget, bts::RunMode::Polling { split: Default::default(), start: Default::default() }] {
+        let options = RunOptions { mode, ..small_budget(2) };
+        let mut output = Vec::new();
+        let finished =
+            Run::new("careless", Careless { how: "junk" }).options(options.clone()).run(&mut output).unwrap();
+        assert_eq!(finished.outcome, Outcome::Complete);
+        let mut lines: Vec<String> = String::from_utf8(output).unwrap().lines().map(String::from).collect();
+        lines.sort_by_key(|l| l.parse::<u64>().unwrap_or(0));
+        assert_eq!(lines, leaves, "{mode:?}");
+        for (how, says) in [("replace", "may only append"), ("newline", "a record is one line")] {
+            let finished =
+                Run::new("careless", Careless { how }).options(options.clone()).run(&mut std::io::sink()).unwrap();
+            let Outcome::Failed(failure) = &finished.outcome else { panic!("{how}: {:?}", finished.outcome) };
+            assert!(failure.message.contains(says), "{how}: {}", failure.message);
+        }
+    }
+}

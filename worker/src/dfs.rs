@@ -27,12 +27,29 @@ pub trait Records {
 impl Records for String {
     #[inline]
     fn record<T: Tree + ?Sized>(&mut self, tree: &T, node: &T::Node, depth: u32) -> bool {
+        let start = self.len();
         let had = tree.output(node, depth, self);
-        if had {
-            self.push('\n');
+        // `out` holds the job's earlier records: an output that replaced them would lose them
+        // without a word (the check sees a shorter text, or no newline ending the last record).
+        assert!(
+            self.len() >= start && (start == 0 || self.as_bytes()[start - 1] == b'\n'),
+            "Tree::output changed the text before its record: it may only append to `out`"
+        );
+        if !had {
+            // What an output without a record wrote is not a record.
+            self.truncate(start);
+            return false;
         }
-        had
+        check_one_line(&self.as_bytes()[start..]);
+        self.push('\n');
+        true
     }
+}
+
+/// A record is one line: a newline in it would make two, counted as one.
+#[inline]
+pub(crate) fn check_one_line(record: &[u8]) {
+    assert!(!record.contains(&b'\n'), "Tree::output wrote a newline: a record is one line of text");
 }
 
 /// Records counted and not written (`--count-only`): asks [`Tree::has_output`].

@@ -263,6 +263,7 @@ impl<T: Optimise + ?Sized> Goal<T> for Maximise {
 fn record<T: Optimise + ?Sized>(tree: &T, node: &T::Node, depth: u32) -> Vec<u8> {
     let mut text = String::new();
     tree.output(node, depth, &mut text);
+    crate::dfs::check_one_line(text.as_bytes());
     text.into_bytes()
 }
 

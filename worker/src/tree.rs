@@ -84,7 +84,9 @@ pub trait Tree: Send + Sync + 'static {
     }
 
     /// Appends `node`'s output record to `out` and returns true, or returns false when the node has
-    /// none. A record is one line of text: do not write a newline.
+    /// none. A record is one line of text: do not write a newline. `out` holds the job's records so
+    /// far: only append to it (what an output returning false appended is dropped). A job whose
+    /// output breaks these rules fails, as if it had panicked.
     ///
     /// Called once for every visited node; records of a job are committed when the job completes.
     fn output(&self, node: &Self::Node, depth: u32, out: &mut String) -> bool {
