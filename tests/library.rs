@@ -284,3 +284,56 @@ fn an_output_that_breaks_the_rules_loses_no_record_without_a_word() {
         }
     }
 }
+
+/// A tree whose root alone is larger than a frame to a remote worker may be (64 MiB).
+struct Heavy;
+
+impl Tree for Heavy {
+    type Node = Vec<u8>;
+    type Children<'a> = std::iter::Empty<Vec<u8>>;
+
+    fn root(&self) -> Vec<u8> {
+        vec![7; 65 << 20]
+    }
+
+    fn children(&self, _node: &Vec<u8>, _depth: u32) -> Self::Children<'_> {
+        std::iter::empty()
+    }
+}
+
+#[derive(Parser)]
+#[command(name = "heavy", no_binary_name = true)]
+struct NoArgs {}
+
+/// A job whose node cannot be sent to a remote worker fails the run, saying why: the worker was
+/// dropped for it, its job handed to the next worker, and so on until none was left and the run
+/// waited for ever.
+#[test]
+fn a_node_too_large_for_a_remote_worker_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let address = dir.path().join("address");
+    let options = RunOptions {
+        workers: 0,
+        listen: Some(bts::ListenOptions {
+            address_file: Some(address.clone()),
+            ..bts::ListenOptions::new("127.0.0.1:0")
+        }),
+        ..RunOptions::default()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Run::new("heavy", Heavy).options(options).run(&mut std::io::sink()).map(|f| f.outcome));
+    });
+    let mut registry = Registry::empty();
+    registry.register::<NoArgs, _>("heavy", |_| Ok(Heavy));
+    std::thread::spawn(move || {
+        let args = ["bts", "worker", "--retry", "5", "--connect-file", address.to_str().unwrap()];
+        bts::cli::run(&registry, args.map(Into::into))
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the run did not end within 60 s") {
+        Ok(Outcome::Failed(f)) => {
+            assert!(f.message.contains("larger than the 64 MiB frames that reach remote workers"), "{f:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+}

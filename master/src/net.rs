@@ -10,12 +10,12 @@
 
 use crate::driver::{Event, Link, ProcessLink};
 use crate::scheduler::WorkerId;
-use bts_protocol::codec::{FrameCodec, encode_frame};
+use bts_protocol::codec::{FrameCodec, MAX_FRAME, encode_frame};
 use bts_protocol::handshakes::{Handshakes, InHandshake, MAX_HANDSHAKES};
 use bts_protocol::runtime::{runtime, shutdown_handle};
 use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
-use bts_protocol::{FromWorker, MasterFrame, Preamble, ToWorker, Welcome, WorkerFrame, auth};
+use bts_protocol::{FromWorker, JobFailure, MasterFrame, Preamble, ToWorker, Welcome, WorkerFrame, auth};
 use futures_util::StreamExt;
 use std::io;
 use std::net::{Shutdown, SocketAddr};
@@ -240,9 +240,10 @@ async fn serve_connection(
     let first = shared.ids.fetch_add(u64::from(threads), Ordering::SeqCst);
     tracing::info!(%peer, threads, first_worker = first, "remote worker joined");
     for t in 0..threads {
-        let link = TcpLink { tx: tx.clone(), thread: t, stream: Arc::clone(&handle) };
-        if shared.events.send(Event::Joined { worker: first + u64::from(t), threads: 1, link: Box::new(link) }).is_err()
-        {
+        let worker = first + u64::from(t);
+        let events = shared.events.clone();
+        let link = TcpLink { tx: tx.clone(), thread: t, worker, events, stream: Arc::clone(&handle) };
+        if shared.events.send(Event::Joined { worker, threads: 1, link: Box::new(link) }).is_err() {
             return;
         }
     }
@@ -519,12 +520,43 @@ impl ProcessLink for UnboundedSender<MasterFrame> {
 struct TcpLink {
     tx: UnboundedSender<MasterFrame>,
     thread: u32,
+    worker: WorkerId,
+    /// The driver's events, for the failure of a job too large to send.
+    events: Sender<Event>,
     stream: Arc<std::net::TcpStream>,
 }
 
+/// Bytes of a frame of jobs beside their nodes' own, with room to spare.
+const FRAME_ROOM: usize = 64 << 10;
+
 impl Link for TcpLink {
     fn send(&self, message: ToWorker) -> bool {
-        self.tx.send(MasterFrame::Message { thread: self.thread, message }).is_ok()
+        let send = |message| self.tx.send(MasterFrame::Message { thread: self.thread, message }).is_ok();
+        let jobs = match message {
+            ToWorker::Jobs(jobs) if jobs.iter().map(|j| j.node.len()).sum::<usize>() + FRAME_ROOM > MAX_FRAME => jobs,
+            message => return send(message),
+        };
+        // Too much for one frame: a frame a job. A node too large for any frame fails its job, as
+        // a report too large does on the worker's side (the worker was dropped, and its jobs went
+        // to the next one, and the next, until none was left and the run waited for ever).
+        for job in jobs {
+            if job.node.len() + FRAME_ROOM <= MAX_FRAME {
+                if !send(ToWorker::Jobs(vec![job])) {
+                    return false;
+                }
+                continue;
+            }
+            let message = format!(
+                "its node, of {} bytes, is larger than the {} MiB frames that reach remote workers: run it on local workers",
+                job.node.len(),
+                MAX_FRAME >> 20
+            );
+            let failure = JobFailure::new(job.id, format!("<{} bytes>", job.node.len()), message);
+            if self.events.send(Event::Message(self.worker, FromWorker::Failed(failure))).is_err() {
+                return false;
+            }
+        }
+        true
     }
 
     fn close(&self) {
