@@ -34,6 +34,7 @@ pub use run::{
     Finished, ListenOptions, MonitorOptions, PollingStart, ProgressMode, Run, RunError, RunMode, RunOptions, Stopper,
     Unsaved,
 };
+pub use signals::stop_on_signals;
 pub use summary::{BestSummary, BudgetSummary, Summary};
 
 /// The built-in trees.

@@ -44,7 +44,20 @@ impl Stops {
     }
 }
 
-pub fn forward(stopper: Stopper) {
+/// The command line's handling of SIGINT, SIGTERM and SIGHUP, for a run of your own: the first
+/// stops the run as [`Stopper::stop`] does (the jobs out with workers are waited for, and a
+/// checkpoint is saved), a second saves what is committed and ends the run at once
+/// ([`Stopper::abort`]), a third exits the process with status 3. Each is told on stderr. Call it
+/// once per run, before the run starts.
+///
+/// ```no_run
+/// # let tree = bts::trees::Queens::new(14);
+/// let run = bts::Run::new("queens", tree);
+/// bts::stop_on_signals(run.stopper());
+/// let finished = run.run(&mut std::io::stdout())?;
+/// # Ok::<(), bts::RunError>(())
+/// ```
+pub fn stop_on_signals(stopper: Stopper) {
     on_signals(move |seen, signal| match seen {
         1 => {
             crate::logging::say!(

@@ -452,3 +452,34 @@ fn hints_name_the_program_that_gives_them() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains(&format!("resume with: mytrees resume {}", ck.display())), "{}", stderr(&o));
 }
+
+/// A program built on the library names itself, not `bts`, in the commands its help and its
+/// messages tell the user to type (here the bts binary under another name, as `main_with` runs).
+#[test]
+fn a_program_of_its_own_names_itself_in_the_commands_it_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mytree = dir.path().join("mytree");
+    std::fs::copy(env!("CARGO_BIN_EXE_bts"), &mytree).unwrap();
+    let run = |args: &[&str]| Command::new(&mytree).args(args).output().unwrap();
+    let out = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    let help = run(&["--help"]);
+    assert!(out(&help).contains("Usage: mytree <COMMAND>"), "{}", out(&help));
+    assert!(out(&help).contains("mytree run [RUN-OPTIONS] <TREE>"), "{}", out(&help));
+    let tree_help = run(&["run", "queens", "--help"]);
+    assert!(out(&tree_help).contains("Usage: mytree run queens --n <N>"), "{}", out(&tree_help));
+    for text in [out(&help), out(&tree_help), out(&run(&["resume", "--help"]))] {
+        assert!(!text.contains("bts "), "{text}");
+    }
+    // A run refused for an unfinished checkpoint says how to carry it on.
+    let ck = dir.path().join("run.ckpt");
+    let stopped = run(&["run", "--node-limit", "1000", "--checkpoint", ck.to_str().unwrap(), "queens", "--n", "10"]);
+    assert_eq!(stopped.status.code(), Some(3), "{}", stderr(&stopped));
+    assert!(stderr(&stopped).contains(&format!("resume with: mytree resume {}", ck.display())), "{}", stderr(&stopped));
+    let refused = run(&["run", "--checkpoint", ck.to_str().unwrap(), "queens", "--n", "8"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains(&format!("carry it on with mytree resume {}", ck.display())),
+        "{}",
+        stderr(&refused)
+    );
+}

@@ -337,3 +337,66 @@ fn a_node_too_large_for_a_remote_worker_fails_the_run() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A run called from async code (inside a tokio runtime, as under `#[tokio::main]`), listening for
+/// remote workers: bts blocks on its own runtime, which tokio refuses inside another. It used to
+/// panic as the run ended, its result lost.
+#[test]
+fn a_run_listening_for_workers_works_inside_a_tokio_runtime() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let finished = runtime.block_on(async {
+        let tree = Faulty { branching: 3, height: 7, panic_at: u64::MAX };
+        let options = RunOptions { listen: Some(bts::ListenOptions::new("127.0.0.1:0")), ..small_budget(1) };
+        Run::new("tree", tree).options(options).run(&mut std::io::sink()).unwrap()
+    });
+    assert_eq!(finished.outcome, Outcome::Complete);
+    assert_eq!(finished.summary.totals.nodes, (3u64.pow(8) - 1) / 2);
+}
+
+/// The child of `stop_on_signals_stops_a_library_run_cleanly`, in a process of its own (the
+/// handlers are the process's): runs a tree of 21,523,360 nodes with a checkpoint and bts's signal
+/// handling, and prints its outcome and node count.
+#[test]
+fn stop_on_signals_child() {
+    let Some(checkpoint) = std::env::var_os("BTS_SIGNALS_CHILD") else { return };
+    let tree = Faulty { branching: 3, height: 15, panic_at: u64::MAX };
+    let options = RunOptions { checkpoint: Some(checkpoint.into()), ..small_budget(2) };
+    let run = Run::new("tree", tree).options(options);
+    bts::stop_on_signals(run.stopper());
+    println!("ready");
+    let finished = run.run(&mut std::io::sink()).unwrap();
+    println!("ended {} {}", finished.summary.outcome, finished.summary.totals.nodes);
+}
+
+/// `bts::stop_on_signals` gives a library run the command line's Ctrl-C: the run stops cleanly,
+/// its checkpoint holds what it counted, and a resume completes the exact count.
+#[test]
+fn stop_on_signals_stops_a_library_run_cleanly() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoint = dir.path().join("run.ckpt");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "library::stop_on_signals_child", "--nocapture", "--test-threads", "1"])
+        .env("BTS_SIGNALS_CHILD", &checkpoint)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines().map(Result::unwrap);
+    assert!(lines.by_ref().any(|l| l.contains("ready")), "the child did not start its run");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let ended = lines.find(|l| l.starts_with("ended ")).expect("the child did not end its run");
+    assert!(child.wait().unwrap().success());
+    let words: Vec<&str> = ended.split(' ').collect();
+    assert_eq!(words[1], "signal", "{ended}");
+    let counted: u64 = words[2].parse().unwrap();
+    let saved = bts::load_checkpoint(&checkpoint).unwrap();
+    assert_eq!(saved.totals.nodes, counted);
+    assert!(counted < (3u64.pow(16) - 1) / 2, "the run was not stopped");
+    let tree = Faulty { branching: 3, height: 15, panic_at: u64::MAX };
+    let searcher = std::sync::Arc::new(bts::TreeSearcher::new(tree));
+    let finished = Run::resume(saved, searcher).options(small_budget(2)).run(&mut std::io::sink()).unwrap();
+    assert_eq!(finished.outcome, Outcome::Complete);
+    assert_eq!(finished.summary.totals.nodes, (3u64.pow(16) - 1) / 2);
+}

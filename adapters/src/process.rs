@@ -5,7 +5,7 @@
 //! stderr is read by a task there. Its stdin and stdout stay with the worker thread that runs its
 //! jobs: a job's answer then reaches that thread with no other thread to wake (see [`Program::next`]).
 
-use bts_protocol::runtime::runtime;
+use bts_protocol::runtime::{block_on, runtime};
 use std::collections::{BTreeSet, VecDeque};
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -263,7 +263,7 @@ impl Program {
         }
         // SAFETY: the descriptor was just opened, and nothing else owns it.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-        runtime().block_on(async {
+        block_on(async {
             // SAFETY: the AsyncFd owns the descriptor, which stays open and the same until it is dropped.
             let registered =
                 unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) };
@@ -278,7 +278,7 @@ impl Program {
         if self.status.is_none() && self.exited_by(Instant::now() + limit) {
             // Out of the set before it is reaped, after which its id may be another process's.
             live_groups().remove(self.pid);
-            self.status = runtime().block_on(self.child.wait()).ok();
+            self.status = block_on(self.child.wait()).ok();
         }
         self.status
     }
@@ -290,7 +290,7 @@ impl Program {
         let mut task = self.stderr_task.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(mut running) = task.take() {
             let wait = async { tokio::time::timeout(Duration::from_millis(50), &mut running).await.is_ok() };
-            let done = runtime().block_on(wait);
+            let done = block_on(wait);
             if !done {
                 *task = Some(running);
             }
@@ -316,7 +316,7 @@ impl Program {
             // Out of the set before it is reaped, after which its id may be another process's.
             live_groups().remove(self.pid);
             let child = &mut self.child;
-            self.status = runtime().block_on(child.wait()).ok();
+            self.status = block_on(child.wait()).ok();
         }
         self.status
     }

@@ -12,7 +12,7 @@ use crate::driver::{Event, Link, ProcessLink};
 use crate::scheduler::WorkerId;
 use bts_protocol::codec::{FrameCodec, MAX_FRAME, encode_frame};
 use bts_protocol::handshakes::{Handshakes, InHandshake, MAX_HANDSHAKES};
-use bts_protocol::runtime::{runtime, shutdown_handle};
+use bts_protocol::runtime::{block_on, runtime, shutdown_handle};
 use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
 use bts_protocol::{FromWorker, JobFailure, MasterFrame, Preamble, ToWorker, Welcome, WorkerFrame, auth};
@@ -97,7 +97,7 @@ impl Server {
     pub fn finish(self, grace: Duration) {
         self.accept.abort();
         self.over.cancel();
-        runtime().block_on(async {
+        block_on(async {
             let _ = self.accept.await;
             self.tasks.close();
             let _ = tokio::time::timeout(grace, self.tasks.wait()).await;

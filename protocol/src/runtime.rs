@@ -28,6 +28,27 @@ pub fn runtime() -> &'static Runtime {
     })
 }
 
+/// Runs `future` on the runtime to its end, from any thread: one inside another tokio runtime
+/// (a library user's `#[tokio::main]`), where blocking on a runtime panics, hands it to a thread
+/// of its own.
+pub fn block_on<F>(future: F) -> F::Output
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    if tokio::runtime::Handle::try_current().is_err() {
+        return runtime().block_on(future);
+    }
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("bts-block-on".into())
+            .spawn_scoped(s, || runtime().block_on(future))
+            .unwrap_or_else(|e| panic!("cannot start a thread: {e}"))
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    })
+}
+
 /// A second handle on a task's socket, with which any thread can shut the connection down (to evict
 /// it from the handshakes, or to close a link): the tasks reading and writing it then see it end.
 pub fn shutdown_handle(stream: &tokio::net::TcpStream) -> std::io::Result<std::net::TcpStream> {

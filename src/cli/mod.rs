@@ -75,7 +75,7 @@ pub fn run(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Exi
     match run_cli(registry, args) {
         Ok(exit) => exit,
         Err(e) => {
-            crate::logging::say!("bts: error: {}", e.message);
+            crate::logging::say!("bts: error: {}", for_this_program(&e.message));
             e.exit
         }
     }
@@ -153,7 +153,8 @@ pub(crate) fn build_tree(registry: &Registry, parts: split::Split, synopsis: &st
         Err(BuildError::Help(text)) => {
             // The tree's usage line names the command it was asked under (`bts estimate queens`).
             let command = synopsis.split(' ').take(2).collect::<Vec<_>>().join(" ");
-            print_out(text.replace(&format!("bts run {}", spec.name), &format!("{command} {}", spec.name)))?;
+            let text = text.replace(&format!("bts run {}", spec.name), &format!("{command} {}", spec.name));
+            print_out(for_this_program(&text))?;
             Ok(None)
         }
         Err(e) => Err(CliError::usage(e)),
@@ -182,16 +183,42 @@ pub(crate) fn tree_named<'a>(registry: &Registry, parts: &'a split::Split, raw: 
     parts.tree.iter().chain(raw).find(|a| registry.contains(a)).map(String::as_str)
 }
 
+/// Clap's help, naming this program where it is not `bts`.
+fn print_help(e: &clap::Error) -> Result<(), CliError> {
+    match program_name().as_str() {
+        "bts" => {
+            let _ = e.print();
+            Ok(())
+        }
+        _ => print_out(for_this_program(&e.render().to_string())),
+    }
+}
+
+/// `text` as this program says it: a program built on the library (`mytree`) names itself in the
+/// commands it shows, which the user types (`mytree resume FILE`, not `bts resume FILE`).
+pub(crate) fn for_this_program(text: &str) -> String {
+    let name = program_name();
+    if name == "bts" {
+        return text.to_string();
+    }
+    let commands = ["run", "resume", "worker", "estimate", "inspect", "plot", "stop", "trees", "help", "["];
+    let mut text = text.replace("Usage: bts ", &format!("Usage: {name} "));
+    for command in commands {
+        text = text.replace(&format!("bts {command}"), &format!("{name} {command}"));
+    }
+    text
+}
+
 /// Help and version go to stdout (a success); a usage error becomes one line (bad usage).
 pub(crate) fn print_clap(e: clap::Error) -> Result<Exit, CliError> {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let _ = e.print();
+            print_help(&e)?;
             Ok(Exit::Complete)
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = e.print();
+            print_help(&e)?;
             Ok(Exit::Usage)
         }
         _ => Err(CliError::usage(format!("{} (see --help)", crate::registry::one_line(&e)))),

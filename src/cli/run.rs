@@ -390,7 +390,7 @@ fn execute(
     mixed_modes: bool,
     framed: Option<(PathBuf, Arc<dyn Searcher>)>,
 ) -> Result<Exit, CliError> {
-    crate::signals::forward(run.stopper());
+    crate::signals::stop_on_signals(run.stopper());
     let checkpoint = run.checkpoint().map(Path::to_path_buf);
     // The output failed (a full disk), or a lost worker's work cannot be redone: what the last
     // checkpoint saved is still whole.

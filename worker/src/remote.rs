@@ -8,7 +8,7 @@ use crate::polling::{Shared, Start, Termination, run_polling_worker};
 use crate::{RunnerSettings, Searcher, WorkerLoop, run_worker};
 use bts_protocol::codec::{FrameCodec, FrameError, MAX_FRAME, encode_frame};
 use bts_protocol::polling::{PeerMsg, SplitRule};
-use bts_protocol::runtime::{resolve, runtime, shutdown_handle};
+use bts_protocol::runtime::{block_on, resolve, runtime, shutdown_handle};
 use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
 use bts_protocol::{
@@ -130,7 +130,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Works for the master at `options.address` until its run ends. `build` makes the tree the master
 /// names (from the same registry the master uses).
 pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<Ended, RemoteError> {
-    let joined = runtime().block_on(async {
+    let joined = block_on(async {
         tokio::select! {
             // A failure before joining is not the loss of a master this worker worked for.
             joined = join(options) => joined.map(|j| j.ok_or(Ended::RunOver)).map_err(|e| match e {
@@ -157,8 +157,7 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<Ended,
             let mut write = write;
             let mut out = Vec::new();
             push(WorkerFrame::Leaving { reason: why.clone() }, &mut out);
-            let _ =
-                runtime().block_on(async { tokio::time::timeout(Duration::from_secs(5), write.write_all(&out)).await });
+            let _ = block_on(async { tokio::time::timeout(Duration::from_secs(5), write.write_all(&out)).await });
             return Err(RemoteError::Tree(why));
         }
     };
@@ -182,7 +181,7 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<Ended,
         }
     };
     drop(frames_tx);
-    let _ = runtime().block_on(writer);
+    let _ = block_on(writer);
     let _ = handle.shutdown(Shutdown::Both);
     result
 }
@@ -229,8 +228,7 @@ fn budget_worker(
         let _ = t.join();
     }
     threads_done.cancel();
-    let result = runtime()
-        .block_on(reader)
+    let result = block_on(reader)
         .unwrap_or_else(|e| Err(RemoteError::Lost(format!("the connection to the master failed: {e}"))));
     if result.as_ref().is_ok_and(|e| *e == Ended::Left) {
         // After the reports of the jobs done: the master gives the others what was queued here.
@@ -262,7 +260,7 @@ impl PollingProcess<'_> {
         let lost = |e: String| RemoteError::Lost(e);
         // The master first says which workers this process's threads are.
         let mut early = Vec::new();
-        let first = runtime().block_on(async {
+        let first = block_on(async {
             loop {
                 match next_frame(&mut master, silence).await? {
                     Some(MasterFrame::Assigned { first }) => break Ok(Some(first)),
@@ -308,7 +306,7 @@ impl PollingProcess<'_> {
             threads.push(thread.map_err(|e| lost(format!("cannot start a thread: {e}")))?);
         }
 
-        let result = runtime().block_on(self.serve_master(&mut master, early, silence, &router, &shared, frames));
+        let result = block_on(self.serve_master(&mut master, early, silence, &router, &shared, frames));
         // Whatever happened, the threads go. After an error, the master must see this process as
         // lost (it rolls the run back), never hear its threads report that they finished: their
         // stacks go with them. So the connection closes first.
