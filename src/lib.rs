@@ -23,11 +23,11 @@ mod summary;
 /// A saved run, for [`Run::resume`]: [`load_checkpoint`] reads one.
 pub use bts_checkpoints::{Checkpoint, LoadError, load as load_checkpoint};
 pub use bts_master::{Best, BudgetConfig, OptimumConfig, Order, Outcome, Output, SchedulerConfig, StopReason, Totals};
-pub use bts_protocol::TreeSpec;
 pub use bts_protocol::polling::SplitRule;
+pub use bts_protocol::{JobFailure, TreeSpec};
 pub use bts_worker::{
-    AdjChildren, Adjacency, AdjacencyOracle, Entry, JobStats, Limits, Optimise, Recursive, Scope, Searcher, Tree,
-    TreeSearcher, search,
+    AdjChildren, Adjacency, AdjacencyOracle, Entry, Enumerate, JobStats, Limits, Loop, Maximise, Optimise, Recursion,
+    Recursive, Scope, Searcher, Tree, TreeSearcher, search,
 };
 pub use registry::{BuildError, Registry};
 pub use run::{

@@ -52,6 +52,7 @@ pub struct RunOptions {
     pub count_only: bool,
     /// Save the run to this file when it ends (and periodically with `checkpoint_every`).
     pub checkpoint: Option<PathBuf>,
+    /// Also save it this often while it runs (only with `checkpoint`).
     pub checkpoint_every: Option<Duration>,
     /// The output file, as recorded in checkpoints: relative to the checkpoint's folder when it lies
     /// in it (records go to the writer given to `run`).

@@ -13,13 +13,13 @@ pub struct BudgetSummary {
     pub last: u64,
 }
 
-/// The fields of `--summary-json` (see ARCHITECTURE.md).
+/// The fields of `--summary-json` (see README, "Summary").
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
     /// Every node was visited.
     pub complete: bool,
     /// `complete`, or why the run stopped: `node-limit`, `time-limit`, `stop-file`, `signal`,
-    /// `failed`, `no-workers`.
+    /// `failed`, `no-workers`, or `target` (a branch and bound reached `--target`).
     pub outcome: String,
     pub tree: String,
     pub mode: String,

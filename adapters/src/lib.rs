@@ -2,7 +2,7 @@
 //! the built-in `bts run lrs FILE` on the same machinery (see [`LrsSearcher`]).
 //!
 //! A program that can search a subtree under a budget talks to bts through a line protocol on its
-//! stdin and stdout (ARCHITECTURE.md, "Legacy programs"; the README walks through adapting one). A
+//! stdin and stdout (README, "Parallelising an existing program", which walks through adapting one). A
 //! node is one line of text. In persistent mode one process per worker thread gets `job` lines; in
 //! one-shot mode a process is started for every job, with the job in its environment and arguments.
 //! A job's output and returned nodes count only once its `done` arrives; a failed job is tried

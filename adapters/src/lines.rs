@@ -1,4 +1,4 @@
-//! The line protocol of `bts run exec` (see ARCHITECTURE.md, "Legacy programs"): the job line bts
+//! The line protocol of `bts run exec` (see README, "The line protocol"): the job line bts
 //! writes and the lines a program answers with. Lines are bytes: records and nodes are carried
 //! exactly as the program wrote them, whatever their encoding.
 

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 pub use args::RunArgs;
 
-/// Exit statuses of the command line (see ARCHITECTURE.md).
+/// Exit statuses of the command line (README, "Exit status").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
     Complete = 0,

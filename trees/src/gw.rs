@@ -1,5 +1,5 @@
 //! Critical Galton-Watson trees as in Avis & Devroye, Section 6, defined bit-exactly so that
-//! anyone can reproduce a count (see ARCHITECTURE.md, "Built-in trees").
+//! anyone can reproduce a count (see README, "gw, bit-exactly").
 //!
 //! Offspring law for Δ ≥ 3: p_i = 1/(iΔ) for i = 1..Δ and p_0 = 1 − Σ p_i; for Δ = 2 it is
 //! (1/3, 1/3, 1/3). Either way the mean is 1 (critical), so trees are finite but their size has a

@@ -29,7 +29,7 @@ fn uts_sample_trees_match_the_published_counts() {
     }
 }
 
-/// The gw definition of ARCHITECTURE.md written out again, independently of the crate: the
+/// The gw definition of the README written out again, independently of the crate: the
 /// number of nodes of the tree, or None beyond `cap` nodes.
 fn gw_brute_force(delta: u64, seed: u64, cap: u64) -> Option<(u64, u32, u64)> {
     fn splitmix_finaliser(x: u64) -> u64 {

@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 /// `-cost` as the value and `-lower_bound` as the bound.
 ///
 /// The record of a solution is its node's [`Tree::output`]; the run writes the best solution's
-/// record (every optimal one with `--all-best`) when it ends, instead of every visited node's.
+/// record (every optimal one with `--all-best`) when it ends, instead of every visited node's. A
+/// tree without an `output` has empty records: the output is an empty line, and every optimal
+/// solution the same one.
 ///
 /// # Example
 /// The best subset of numbers whose sum stays within a capacity (a subset-sum knapsack):
