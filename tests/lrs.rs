@@ -447,6 +447,43 @@ fn lrs_jobs_leave_nothing_in_the_temporary_folder() {
     wait_until(Duration::from_secs(10), || left().is_empty(), || format!("left after kill -9: {:?}", left()));
 }
 
+/// A cleaner of old files in the temporary folder may remove bts's folder of job files in a long
+/// run: the next job makes a new one (a job whose file went with it is tried again), and the
+/// run's records and totals are plain lrs's.
+#[test]
+fn a_run_whose_job_folder_is_removed_carries_on() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cyclic.ext");
+    std::fs::write(&file, cyclic(7, 18)).unwrap();
+    let plain = plain_lrs(&file);
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let (out, summary) = (dir.path().join("out.ext"), dir.path().join("s.json"));
+    let mut child = bts_command()
+        .args(["run", "--progress", "never", "--workers", "2", "--fixed-budget", "--budget", "2"])
+        .args(["--output", out.to_str().unwrap(), "--summary-json", summary.to_str().unwrap()])
+        .args(["lrs", file.to_str().unwrap()])
+        .env("TMPDIR", &tmp)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let folders = || std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().path()).collect::<Vec<_>>();
+    wait_until(Duration::from_secs(30), || !folders().is_empty(), || "no job folder".into());
+    for folder in folders() {
+        std::fs::remove_dir_all(folder).unwrap();
+    }
+    let status = wait_bounded(&mut child, Duration::from_secs(60));
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    assert_eq!(status.code(), Some(0), "{log}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_totals(&s, &plain, "job folder removed");
+    assert_eq!(file_records(&std::fs::read_to_string(&out).unwrap()), plain.records);
+}
+
 #[test]
 fn a_remote_worker_runs_lrs_on_its_side() {
     if !lrs_installed() {

@@ -460,15 +460,23 @@ pub struct JobFile {
 impl JobFile {
     /// Writes `bytes` to a new file named `{prefix}XXXXXX{suffix}`.
     pub fn new(prefix: &str, suffix: &str, bytes: &[u8]) -> io::Result<JobFile> {
-        let folder = {
+        let create = |folder| tempfile::Builder::new().prefix(prefix).suffix(suffix).tempfile_in(folder);
+        let folder = || {
             let mut live = live_groups();
             if live.exiting {
                 return Err(io::Error::other("bts is exiting"));
             }
-            live.folder()?
+            live.folder()
         };
-        let (mut file, path) =
-            tempfile::Builder::new().prefix(prefix).suffix(suffix).tempfile_in(folder)?.keep().map_err(|e| e.error)?;
+        let file = match create(folder()?) {
+            // The folder is gone (a cleaner of old files in /tmp, in a run of weeks): a new one.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                live_groups().folder = None;
+                create(folder()?)?
+            }
+            file => file?,
+        };
+        let (mut file, path) = file.keep().map_err(|e| e.error)?;
         let job_file = JobFile { path };
         file.write_all(bytes)?;
         Ok(job_file)
