@@ -400,3 +400,36 @@ fn stop_on_signals_stops_a_library_run_cleanly() {
     assert_eq!(finished.outcome, Outcome::Complete);
     assert_eq!(finished.summary.totals.nodes, (3u64.pow(16) - 1) / 2);
 }
+
+/// The child of `a_panicking_tree_is_reported_once_with_where_it_panicked`: the command line with
+/// the panic hook of `main_with`, on a tree that panics at node 1000.
+#[test]
+fn panic_report_child() {
+    if std::env::var_os("BTS_PANIC_CHILD").is_none() {
+        return;
+    }
+    bts_worker::quiet_caught_panics();
+    let mut registry = Registry::builtin();
+    registry.register::<FaultyArgs, _>("faulty", |a| Ok(Faulty { branching: 3, height: 8, panic_at: a.panic_at }));
+    let args = ["bts", "run", "--workers", "2", "--budget", "5", "--fixed-budget", "faulty", "--panic-at", "1000"];
+    assert_eq!(bts::cli::run(&registry, args.map(Into::into)), Exit::Failure);
+}
+
+/// A panic in a tree is said by the job's failure and the run's error, which name where it
+/// happened; the default hook printed it a third time (it still does with RUST_BACKTRACE).
+#[test]
+fn a_panicking_tree_is_reported_once_with_where_it_panicked() {
+    for backtrace in ["0", "1"] {
+        let o = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "library::panic_report_child", "--nocapture", "--test-threads", "1"])
+            .env("BTS_PANIC_CHILD", "1")
+            .env("RUST_BACKTRACE", backtrace)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        let failed = err.lines().find(|l| l.starts_with("bts: error: a job failed")).unwrap_or_else(|| panic!("{err}"));
+        assert!(failed.contains("cannot expand node 1000 (at tests/library.rs:"), "{failed}");
+        assert_eq!(err.contains("panicked at"), backtrace == "1", "{err}");
+    }
+}

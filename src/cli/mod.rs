@@ -62,6 +62,9 @@ pub(crate) fn program_name() -> String {
 /// The `bts` program with the trees of `registry`: a program built on the bts library calls this
 /// with its own trees registered, and gets the whole command line for them.
 pub fn main_with(registry: Registry) -> ! {
+    // A panic in a tree fails its job, which reports it with where it happened: printed by the
+    // default hook as well, it was said three times.
+    bts_worker::quiet_caught_panics();
     let exit = run(&registry, std::env::args_os());
     // Threads still running jobs (the progress estimate's, a run quit at once) die with the
     // process; the programs they started must not outlive it.

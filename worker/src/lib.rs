@@ -27,3 +27,4 @@ pub use optimise::{Enumerate, Goal, Maximise, Optimise, SharedIncumbent};
 pub use recursive::{Entry, Recursive, Scope, search_recursive};
 pub use stack::{StackWorker, TreeStack};
 pub use tree::{AdjChildren, Adjacency, AdjacencyOracle, Tree};
+pub use unwind::quiet_caught_panics;
