@@ -459,7 +459,9 @@ fn hints_name_the_program_that_gives_them() {
 fn a_program_of_its_own_names_itself_in_the_commands_it_shows() {
     let dir = tempfile::tempdir().unwrap();
     let mytree = dir.path().join("mytree");
-    std::fs::copy(env!("CARGO_BIN_EXE_bts"), &mytree).unwrap();
+    // A link, not a copy: a copy's open descriptor, inherited by a program another test starts
+    // meanwhile, makes it busy ("text file busy") for a while.
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_bts"), &mytree).unwrap();
     let run = |args: &[&str]| Command::new(&mytree).args(args).output().unwrap();
     let out = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
     let help = run(&["--help"]);
