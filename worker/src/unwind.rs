@@ -27,7 +27,7 @@ pub fn catch<R>(f: impl FnOnce() -> R) -> Result<R, String> {
     })
 }
 
-/// Leaves the panics that [`catch`] catches to the failures that report them, with where they
+/// Leaves the panics that bts catches in a tree's code (a job's failure) to the failures that report them, with where they
 /// happened: the default hook printed each one too, before the job's failure and the run's error
 /// said it again. Other panics, and every one with `RUST_BACKTRACE` set, are printed as before.
 /// For a program's `main` (the panic hook is the program's): `bts::cli::main_with` calls it.
