@@ -27,10 +27,11 @@ pub fn catch<R>(f: impl FnOnce() -> R) -> Result<R, String> {
     })
 }
 
-/// Leaves the panics that bts catches in a tree's code (a job's failure) to the failures that report them, with where they
-/// happened: the default hook printed each one too, before the job's failure and the run's error
-/// said it again. Other panics, and every one with `RUST_BACKTRACE` set, are printed as before.
-/// For a program's `main` (the panic hook is the program's): `bts::cli::main_with` calls it.
+/// Leaves the panics that bts catches in a tree's code to the job failures that report them, with
+/// where they happened: the default hook printed each one too, before the job's failure and the
+/// run's error said it again. Other panics, and every one with `RUST_BACKTRACE` set, are printed
+/// as before. For a program's `main` (the panic hook is the program's): `bts::cli::main_with`
+/// calls it.
 pub fn quiet_caught_panics() {
     let default = std::panic::take_hook();
     let backtraces = std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0");
