@@ -283,7 +283,8 @@ impl Run {
         let (mut scheduler, before) = match resume {
             Some(ck) => {
                 let before = Earlier::of(&ck);
-                (Scheduler::resume(config, ck.committed_totals(), Some(ck.budget), ck.jobs), before)
+                let (totals, budget) = (ck.committed_totals(), ck.budget.clone());
+                (Scheduler::resume(config, totals, Some(budget), jobs_in_order(ck, false)), before)
             }
             None => (Scheduler::new(config, searcher.root().map_err(RunError::Setup)?), Earlier::default()),
         };
@@ -395,7 +396,7 @@ impl Run {
         let stacks = stacks.expect("checked: the tree splits its search");
         // What the run starts from: the root, or the nodes a checkpoint saved.
         let (totals, before, initial_jobs, fresh) = match resume {
-            Some(ck) => (ck.committed_totals(), Earlier::of(&ck), ck.jobs, false),
+            Some(ck) => (ck.committed_totals(), Earlier::of(&ck), jobs_in_order(ck, true), false),
             None => {
                 let root = Pending { depth: 0, node: searcher.root().map_err(RunError::Setup)? };
                 (Totals::default(), Earlier::default(), vec![root], true)
@@ -539,6 +540,20 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<std::thread:
         .name(name)
         .spawn(f)
         .map_err(|e| RunError::Setup(format!("cannot start a worker thread: {e}")))
+}
+
+/// A checkpoint's jobs in the order a run in random polling (`polling`) or budget mode takes them.
+/// Budget mode's job list hands out its last job first, random polling its first: resumed in the
+/// other mode, the jobs the checkpoint's run would have taken next came last (a branch and bound
+/// then searched its least promising subtrees first, with a poor incumbent: 15 to 60 times the
+/// nodes).
+fn jobs_in_order(checkpoint: Checkpoint, polling: bool) -> Vec<Pending> {
+    let saved_by_polling = matches!(checkpoint.options.mode, StoredMode::Polling { .. });
+    let mut jobs = checkpoint.jobs;
+    if saved_by_polling != polling {
+        jobs.reverse();
+    }
+    jobs
 }
 
 /// How the run ended, and its summary; or how it broke off, with the summary of what it did.
