@@ -283,8 +283,9 @@ impl Run {
         let (mut scheduler, before) = match resume {
             Some(ck) => {
                 let before = Earlier::of(&ck);
-                let (totals, budget) = (ck.committed_totals(), ck.budget.clone());
-                (Scheduler::resume(config, totals, Some(budget), jobs_in_order(ck, false)), before)
+                let totals = ck.committed_totals();
+                let jobs = jobs_in_order(ck.jobs, &ck.options.mode, false);
+                (Scheduler::resume(config, totals, Some(ck.budget), jobs), before)
             }
             None => (Scheduler::new(config, searcher.root().map_err(RunError::Setup)?), Earlier::default()),
         };
@@ -396,7 +397,10 @@ impl Run {
         let stacks = stacks.expect("checked: the tree splits its search");
         // What the run starts from: the root, or the nodes a checkpoint saved.
         let (totals, before, initial_jobs, fresh) = match resume {
-            Some(ck) => (ck.committed_totals(), Earlier::of(&ck), jobs_in_order(ck, true), false),
+            Some(ck) => {
+                let (totals, before) = (ck.committed_totals(), Earlier::of(&ck));
+                (totals, before, jobs_in_order(ck.jobs, &ck.options.mode, true), false)
+            }
             None => {
                 let root = Pending { depth: 0, node: searcher.root().map_err(RunError::Setup)? };
                 (Totals::default(), Earlier::default(), vec![root], true)
@@ -542,15 +546,13 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<std::thread:
         .map_err(|e| RunError::Setup(format!("cannot start a worker thread: {e}")))
 }
 
-/// A checkpoint's jobs in the order a run in random polling (`polling`) or budget mode takes them.
-/// Budget mode's job list hands out its last job first, random polling its first: resumed in the
+/// A checkpoint's jobs, saved by a run in mode `saved_by`, in the order a run in random polling
+/// (`polling`) or budget mode takes them. Budget mode's job list hands out its last job first, random polling its first: resumed in the
 /// other mode, the jobs the checkpoint's run would have taken next came last (a branch and bound
 /// then searched its least promising subtrees first, with a poor incumbent: 15 to 60 times the
 /// nodes).
-fn jobs_in_order(checkpoint: Checkpoint, polling: bool) -> Vec<Pending> {
-    let saved_by_polling = matches!(checkpoint.options.mode, StoredMode::Polling { .. });
-    let mut jobs = checkpoint.jobs;
-    if saved_by_polling != polling {
+fn jobs_in_order(mut jobs: Vec<Pending>, saved_by: &StoredMode, polling: bool) -> Vec<Pending> {
+    if matches!(saved_by, StoredMode::Polling { .. }) != polling {
         jobs.reverse();
     }
     jobs

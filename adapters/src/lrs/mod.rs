@@ -120,7 +120,7 @@ impl LrsSearcher {
 fn check_input(config: &LrsConfig, file: &Path) -> Result<Vec<String>, String> {
     let rejected = |what: String| format!("lrs rejects {}: {what}", file.display());
     let input = input_file(&[&config.input[..], b"maxcobases 1\n"].concat()).map_err(|e| format!("lrs: {e}"))?;
-    let mut program = start(&config.exec.program, &input, "lrs")
+    let mut program = start(&config.exec, &input, "lrs")
         .map_err(|e| format!("lrs: cannot start {}: {e}", config.exec.program.display()))?;
     let deadline = Instant::now() + config.exec.job_timeout;
     let mut out = JobOutput::new(config.name.as_deref());
@@ -170,8 +170,8 @@ fn input_file(bytes: &[u8]) -> Result<JobFile, String> {
 }
 
 /// Starts lrs on `input`; its stdin is closed at once.
-fn start(lrs: &Path, input: &JobFile, tag: &str) -> std::io::Result<Program> {
-    let mut program = Program::spawn_quiet(Command::new(lrs).arg(input.path()), tag, crate::MAX_LINE)?;
+fn start(exec: &ExecConfig, input: &JobFile, tag: &str) -> std::io::Result<Program> {
+    let mut program = Program::spawn_quiet(Command::new(&exec.program).arg(input.path()), tag, exec.max_line)?;
     program.close_stdin();
     Ok(program)
 }
@@ -292,7 +292,7 @@ impl LrsRunner {
         let deadline = started + c.exec.job_timeout;
         // Declared before the program, so dropped after it: the file lives as long as lrs.
         let input = input_file(&self.job_input(job, cobasis)).map_err(Failure::start)?;
-        let mut program = start(&c.exec.program, &input, &self.tag)
+        let mut program = start(&c.exec, &input, &self.tag)
             .map_err(|e| Failure::start(format!("cannot start {}: {e}", c.exec.program.display())))?;
         let mut out = JobOutput::new(c.name.as_deref());
         loop {
