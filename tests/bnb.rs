@@ -538,6 +538,8 @@ fn bad_instances_and_misplaced_options_exit_2_with_one_line() {
         ("knapsack", "--file", "", "no capacity"),
         ("maxclique", "--graph", "p edge 3 1\ne 1 9\n", "line 2: vertices are numbered 1 to 3"),
         ("maxclique", "--graph", "e 1 2\n", "an edge before"),
+        // A file cut short would give a smaller clique number without a word.
+        ("maxclique", "--graph", "p edge 3 3\ne 1 2\ne 2 3\n", "announces 3 edges and the file has 2"),
     ] {
         let file = write(&dir, "bad", text);
         let o = bts(&["run", tree, option, &file]);

@@ -145,6 +145,8 @@ def job(node, marker):
         if mode == "shallow": print("done 1 max_depth=0", flush=True); return
         if mode == "pruned": print("done 0 pruned=1", flush=True); return
         if mode == "badsolution": print("solution -9223372036854775808 r", flush=True); return
+        if mode == "solution": print("solution 5 r", flush=True); return
+        if mode == "prunedlate": print("done 0 pruned=1", flush=True); return
     print("done 1", flush=True)
 marker = sys.argv[3]
 if persistent:
@@ -167,7 +169,7 @@ fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Opti
     if persistent {
         args.push("--persistent");
     }
-    if mode == "badsolution" {
+    if mode == "badsolution" || mode == "prunedlate" {
         args.push("--optimise");
     }
     args.extend_from_slice(&["--job-timeout", "2", "--", script.to_str().unwrap(), mode]);
@@ -180,7 +182,7 @@ fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Opti
 #[test]
 fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, bool, &str); 14] = [
+    let cases: [(&str, bool, &str); 16] = [
         ("exit", true, "ended before `done` (exit status 3)"),
         ("exit", false, "ended before `done` (exit status 3)"),
         ("signal", true, "killed by signal 9"),
@@ -195,6 +197,8 @@ fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
         ("shallow", true, "a deepest depth above the job's own node, at depth 1"),
         ("pruned", false, "`pruned=` in a plain enumeration, which prunes nothing"),
         ("badsolution", false, "a solution whose value is no integer from -2^63+1 to 2^63-1 (-2^63 means none)"),
+        ("solution", true, "a `solution` line in a plain enumeration (a branch and bound needs --optimise)"),
+        ("prunedlate", false, "`done 0` after records, nodes or solutions: a job whose own node was pruned"),
     ];
     for (mode, persistent, message) in cases {
         let ck = dir.path().join(format!("ck-{mode}-{persistent}"));

@@ -313,6 +313,7 @@ impl ExecRunner {
     ) -> Result<(u64, Option<u64>, Option<u32>, u64, u64), Failure> {
         let mut outputs = 0u64;
         let output_before = batch.output.len();
+        let (returned_before, solutions_before) = (batch.returned.len(), batch.solutions.len());
         let mut returned_bytes = 0usize;
         // The program exited without its `done`, and what it started in the background was killed.
         let mut ended = false;
@@ -412,6 +413,14 @@ impl ExecRunner {
                         let what = "`done 0`: the job's own node was not visited, and would be lost";
                         return Err(Failure::with_line(what, &line, program));
                     }
+                    let answered = outputs > 0
+                        || batch.returned.len() > returned_before
+                        || batch.solutions.len() > solutions_before;
+                    if visited == 0 && answered {
+                        let what = "`done 0` after records, nodes or solutions: a job whose own node was pruned \
+                                    has nothing below it";
+                        return Err(Failure::with_line(what, &line, program));
+                    }
                     if leaves.is_some_and(|l| l > visited) {
                         return Err(Failure::with_line("more leaves than visited nodes", &line, program));
                     }
@@ -425,9 +434,11 @@ impl ExecRunner {
                     let what = "a solution whose value is no integer from -2^63+1 to 2^63-1 (-2^63 means none)";
                     return Err(Failure::with_line(what, &line, program));
                 }
-                Some(Line::Solution { .. }) | None => {
-                    return Err(Failure::with_line("not a line of the protocol", &line, program));
+                Some(Line::Solution { .. }) => {
+                    let what = "a `solution` line in a plain enumeration (a branch and bound needs --optimise)";
+                    return Err(Failure::with_line(what, &line, program));
                 }
+                None => return Err(Failure::with_line("not a line of the protocol", &line, program)),
             }
         }
     }

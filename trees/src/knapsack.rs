@@ -212,6 +212,8 @@ pub struct Packing<B: Taken = u128> {
 pub fn parse(text: &str) -> Result<(u64, Vec<(u64, u64)>), String> {
     let mut capacity = None;
     let mut items = Vec::new();
+    // A byte-order mark (some Windows editors write one) is not part of the first line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -435,6 +437,7 @@ mod tests {
         assert_eq!(k.capacity, 10);
         // Densities 1.2, 1.25, 1.33: the last item comes first.
         assert_eq!(k.positions, vec![2, 1, 0]);
+        assert_eq!(Knapsack::parse("\u{feff}10\n6 5\n").unwrap().capacity, 10, "a byte-order mark");
         for (text, error) in [
             ("", "no capacity"),
             ("10 3\n", "line 1: `10 3` is not a capacity"),

@@ -111,7 +111,10 @@ impl MaxClique {
     /// Reads a DIMACS `.clq` graph.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut n = None;
+        let mut announced = 0;
         let mut edges = Vec::new();
+        // A byte-order mark (some Windows editors write one) is not part of the first line.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (i, line) in text.lines().enumerate() {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let bad = |what: &str| format!("line {}: {what}: `{}`", i + 1, line.trim());
@@ -121,12 +124,13 @@ impl MaxClique {
                     if n.is_some() {
                         return Err(bad("a second `p` line"));
                     }
-                    let count = match fields.as_slice() {
-                        // M, the edge count, is not needed but must be a number.
-                        [_, "edge" | "col", count, m] if m.parse::<u64>().is_ok() => count.parse::<usize>().ok(),
+                    // `p col` is how some published clique benchmarks (brock, ...) spell it.
+                    let counts = match fields.as_slice() {
+                        [_, "edge" | "col", count, m] => count.parse::<usize>().ok().zip(m.parse::<usize>().ok()),
                         _ => None,
                     };
-                    n = Some(count.ok_or_else(|| bad("expected `p edge N M`"))?);
+                    let (count, m) = counts.ok_or_else(|| bad("expected `p edge N M`"))?;
+                    (n, announced) = (Some(count), m);
                 }
                 Some("e") => {
                     let n = n.ok_or_else(|| bad("an edge before the `p edge N M` line"))?;
@@ -143,7 +147,16 @@ impl MaxClique {
                 Some(_) => return Err(bad("expected a `c`, `p` or `e` line")),
             }
         }
-        Self::new(n.ok_or("no `p edge N M` line")?, &edges)
+        let n = n.ok_or("no `p edge N M` line")?;
+        // Fewer edges than announced is a file cut short, whose clique number would be wrong
+        // without a word. More is harmless (files that list each edge both ways).
+        if edges.len() < announced {
+            return Err(format!(
+                "the `p` line announces {announced} edges and the file has {}: is it cut short?",
+                edges.len()
+            ));
+        }
+        Self::new(n, &edges)
     }
 
     pub fn vertices(&self) -> usize {
@@ -257,6 +270,7 @@ mod tests {
     fn dimacs_files_and_their_errors() {
         let g = MaxClique::parse("c a triangle and a pendant\np edge 4 4\ne 1 2\ne 2 3\ne 1 3\ne 3 4\n").unwrap();
         assert_eq!(g.vertices(), 4);
+        assert_eq!(MaxClique::parse("\u{feff}p col 2 1\ne 1 2\ne 2 1\n").unwrap().vertices(), 2);
         for (text, error) in [
             ("", "no `p edge N M` line"),
             ("e 1 2\n", "line 1: an edge before"),
@@ -267,6 +281,7 @@ mod tests {
             ("p edge 3\n", "expected `p edge N M`"),
             ("p edge 3 0\nq\n", "expected a `c`, `p` or `e` line"),
             ("p edge 3 0\np edge 3 0\n", "a second `p` line"),
+            ("p edge 3 2\ne 1 2\n", "the `p` line announces 2 edges and the file has 1: is it cut short?"),
         ] {
             let e = MaxClique::parse(text).unwrap_err();
             assert!(e.contains(error), "{text:?}: {e}");
