@@ -792,6 +792,19 @@ fn a_resumed_run_writes_its_best_records_once() {
         let o = bts(&["resume", ck_s]);
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
         assert!(stderr(&o).contains("is not this run's output"), "{}", stderr(&o));
+        // A run that writes nothing says so, as its summary does.
+        let _ = std::fs::remove_file(&ck);
+        let run = ["run", "--mode", mode, "--count-only", "--checkpoint", ck_s, "--summary-json", "-"];
+        let o = bts(&[&run[..], &["knapsack", "--file", &file]].concat());
+        assert_eq!(summary(&o)["output_bytes"].as_u64(), Some(0), "{mode}");
+        let report = inspect(&ck);
+        let bytes = [
+            &report["output"]["committed_bytes"],
+            &report["output"]["best_bytes"],
+            &report["counters"]["output_bytes"],
+        ];
+        assert_eq!(bytes.map(|b| b.as_u64()), [Some(0); 3], "{mode}: {report}");
+        assert_eq!(report["best"]["value"].as_i64(), Some(expected), "{mode}");
     }
 }
 

@@ -15,6 +15,12 @@ pub fn inspect(path: &Path) -> Result<Exit, CliError> {
     let ck = bts_checkpoints::decode(&bytes).map_err(|e| cannot(&e))?;
     // The version the file is in: resuming rewrites it in the current one.
     let version = bts_checkpoints::version_of(&bytes).unwrap_or(bts_checkpoints::CURRENT_VERSION);
+    // A branch and bound's best records count in the output's length, which a resumed run cuts
+    // back by; with --count-only nothing was written, and the summary says 0 bytes too.
+    let (mut counters, mut committed, mut best) = (ck.totals.clone(), ck.output_len, ck.optimum.best_len);
+    if ck.options.count_only {
+        (counters.output_bytes, committed, best) = (0, 0, 0);
+    }
     let report = json!({
         "format_version": version,
         "written_unix_ms": ck.written_unix_ms,
@@ -22,13 +28,13 @@ pub fn inspect(path: &Path) -> Result<Exit, CliError> {
         "tree": ck.tree.command_line(),
         "complete": ck.is_complete(),
         "options": options_json(&ck.options),
-        "counters": ck.totals,
+        "counters": counters,
         "jobs": ck.jobs.len(),
         "budget": ck.budget.base,
         "elapsed_s": ck.elapsed_s,
         "segments": ck.segments,
         // `best_bytes`: the last of the committed bytes are a branch and bound's best records.
-        "output": {"path": ck.options.output, "committed_bytes": ck.output_len, "best_bytes": ck.optimum.best_len},
+        "output": {"path": ck.options.output, "committed_bytes": committed, "best_bytes": best},
         "input_digest": ck.input_digest.map(|d| format!("{d:08x}")),
         "best": ck.optimum.best.as_ref().map(|b| json!({
             "value": b.value,
