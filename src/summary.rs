@@ -8,9 +8,19 @@ use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BudgetSummary {
+    #[serde(serialize_with = "unlimited_as_null")]
     pub initial: u64,
-    #[serde(rename = "final")]
+    #[serde(rename = "final", serialize_with = "unlimited_as_null")]
     pub last: u64,
+}
+
+/// A budget, `null` when it has no limit (`--budget inf`): JSON readers that keep numbers as
+/// doubles would turn u64::MAX into a different number.
+pub fn unlimited_as_null<S: Serializer>(budget: &u64, s: S) -> Result<S::Ok, S::Error> {
+    match *budget {
+        u64::MAX => s.serialize_none(),
+        b => s.serialize_u64(b),
+    }
 }
 
 /// The fields of `--summary-json` (see README, "Summary").
@@ -308,5 +318,7 @@ mod tests {
         let mut s = summary(Totals::default(), "budget", 0);
         s.budget = BudgetSummary { initial: u64::MAX, last: 5000 };
         assert!(s.human().contains("budget inf -> 5000"), "{}", s.human());
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["budget"], serde_json::json!({"initial": null, "final": 5000}));
     }
 }

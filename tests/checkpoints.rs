@@ -1022,3 +1022,22 @@ fn a_stopped_runs_summary_gives_its_checkpoints_time() {
     }
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
 }
+
+/// A budget without limit is `null` in JSON: u64::MAX would come out as another number in
+/// readers that keep numbers as doubles (jq, JavaScript).
+#[test]
+fn an_unlimited_budget_is_null_in_json_and_resumes_unlimited() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("inf.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    let run = ["run", "--budget", "inf", "--fixed-budget", "--checkpoint", ck_s, "--count-only", "--summary-json", "-"];
+    let o = bts(&[&run[..], &["--node-limit", "1000", "queens", "--n", "10"]].concat());
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(summary(&o)["budget"], json!({"initial": null, "final": null}));
+    let report = inspect(&ck);
+    assert_eq!((&report["budget"], &report["options"]["budget"]["initial"]), (&Value::Null, &Value::Null), "{report}");
+    let o = bts(&["resume", ck_s, "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // 724 solutions (OEIS A000170).
+    assert_eq!((summary(&o)["outputs"].as_u64(), summary(&o)["budget"]["final"].is_null()), (Some(724), true));
+}
