@@ -158,6 +158,27 @@ fn a_silent_remote_worker_is_dropped_and_its_jobs_done_again() {
     assert!(log.contains("silent for"), "{log}");
 }
 
+/// A master suspended for longer than --worker-timeout (SIGSTOP, a paused machine) does not drop
+/// its workers as silent when it is continued: it was the one that stood still.
+#[test]
+fn a_suspended_master_keeps_its_workers() {
+    for mode in ["budget", "polling"] {
+        let run = ["--mode", mode, "--workers", "0", "--worker-timeout", "1", "uts", "--preset", "T1", "-g", "20"];
+        let master = Master::start(&run);
+        let w = worker(&["--connect", &master.address, "--threads", "2"]);
+        std::thread::sleep(Duration::from_millis(600));
+        signal(&master.child, "-STOP");
+        std::thread::sleep(Duration::from_millis(2500));
+        signal(&master.child, "-CONT");
+        let (code, s, log) = master.finish();
+        assert_eq!(code, Some(0), "{mode}: {log}");
+        assert_t1(&s);
+        assert!(!log.contains("silent for") && !log.contains("lost"), "{mode}: {log}");
+        assert_eq!(s["workers"], 2, "{mode}: the worker joined once: {s}");
+        assert_eq!(worker_output(w).0, Some(0), "{mode}");
+    }
+}
+
 #[test]
 fn workers_exit_with_a_clear_message_when_the_master_dies() {
     let mut master = Master::start(&["--workers", "0", "uts", "--preset", "T1", "-g", "20"]);
@@ -193,15 +214,19 @@ fn a_worker_that_loses_its_master_joins_its_run_again() {
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("lost the master"), "{log}");
 
-    // The master killed, then resumed on the same address file: the same worker carries on.
+    // The master killed, then resumed on the same address file, again and again (a supervisor
+    // restarting a master that crashes): the same worker carries on each time, for its --retry
+    // counts from the first of these losses, not the number of them.
     let dir = tempfile::tempdir().unwrap();
     let (ck, address) = (dir.path().join("t1.ckpt"), dir.path().join("address"));
     let (ck_s, address_s) = (ck.to_str().unwrap(), address.to_str().unwrap());
     let listen = ["--listen", "127.0.0.1:0", "--address-file", address_s, "--progress", "never"];
-    let mut first = bts_command()
+    let summary_file = dir.path().join("summary.json");
+    let summary_s = summary_file.to_str().unwrap();
+    let mut master = bts_command()
         .args(["run", "--workers", "0", "--checkpoint", ck_s, "--checkpoint-every", "0.1"])
         .args(listen)
-        .args(["uts", "--preset", "T1", "-g", "20"])
+        .args(["uts", "--preset", "T1", "-g", "40"])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -209,23 +234,28 @@ fn a_worker_that_loses_its_master_joins_its_run_again() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let w = worker(&["--connect-file", address_s, "--threads", "1"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while inspect(&ck)["counters"]["nodes"].as_u64() == Some(0) {
-        assert!(Instant::now() < deadline, "no progress within 30 s");
-        std::thread::sleep(Duration::from_millis(20));
+    let mut nodes = 0;
+    for kill in 0..4 {
+        // The worker has joined this master and done some work for it.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while inspect(&ck)["counters"]["nodes"].as_u64().unwrap_or(0) <= nodes {
+            assert!(Instant::now() < deadline, "no progress within 30 s after kill {kill}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        signal(&master, "-KILL");
+        master.wait().unwrap();
+        nodes = inspect(&ck)["counters"]["nodes"].as_u64().unwrap();
+        std::fs::remove_file(&address).unwrap();
+        let resume = ["resume", ck_s, "--workers", "0", "--summary-json", summary_s];
+        master = bts_command().args(resume).args(listen).stderr(Stdio::null()).spawn().unwrap();
     }
-    signal(&first, "-KILL");
-    first.wait().unwrap();
-    std::fs::remove_file(&address).unwrap();
-    let o =
-        bts_command().args(["resume", ck_s, "--workers", "0", "--summary-json", "-"]).args(listen).output().unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let s = summary(&o);
+    assert_eq!(wait_bounded(&mut master, Duration::from_secs(60)).code(), Some(0));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary_file).unwrap()).unwrap();
     assert_t1(&s);
-    assert_eq!(s["segments"], 2);
+    assert_eq!(s["segments"], 5);
     let (code, log) = worker_output(w);
     assert_eq!(code, Some(0), "{log}");
-    assert!(log.contains("lost the master"), "{log}");
+    assert!(log.matches("lost the master").count() >= 4, "{log}");
 }
 
 #[test]

@@ -366,6 +366,7 @@ async fn read_frames(
     mut on_frame: impl FnMut(WorkerFrame) -> Result<(), Ended>,
 ) -> Ended {
     loop {
+        let waited_from = Instant::now();
         match tokio::time::timeout(silence, frames.next()).await {
             Ok(Some(Ok(frame))) => {
                 if let Err(ended) = on_frame(frame) {
@@ -374,6 +375,10 @@ async fn read_frames(
             }
             Ok(None) => return Ended::Closed,
             Ok(Some(Err(e))) => return Ended::Broken(e.to_string()),
+            // This process stood still (suspended, starved): the worker gets a whole wait again.
+            Err(_) if bts_protocol::runtime::stalls::since(waited_from) => {
+                tracing::info!("this process stood still; the workers get another {:.1} s", silence.as_secs_f64());
+            }
             Err(_) => return Ended::Broken(format!("silent for {:.1} s", silence.as_secs_f64())),
         }
     }

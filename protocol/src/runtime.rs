@@ -17,15 +17,58 @@ const IO_THREADS: usize = 1;
 pub fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
-        Builder::new_multi_thread()
+        let runtime = Builder::new_multi_thread()
             .worker_threads(IO_THREADS)
             .max_blocking_threads(2)
             .thread_keep_alive(std::time::Duration::from_secs(1))
             .thread_name("bts-io")
             .enable_all()
             .build()
-            .unwrap_or_else(|e| panic!("cannot start the I/O runtime: {e}"))
+            .unwrap_or_else(|e| panic!("cannot start the I/O runtime: {e}"));
+        runtime.spawn(stalls::tick());
+        runtime
     })
+}
+
+/// Whether this process's I/O stood still for a while (the process suspended by SIGSTOP or a
+/// paused machine, its I/O thread starved), so that a peer's silence over that time is not the
+/// peer's fault: a master continued after a suspend must not drop every worker as silent.
+pub mod stalls {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    const TICK: Duration = Duration::from_millis(200);
+    /// A tick this late means the runtime stood still.
+    const STALL: Duration = Duration::from_secs(1);
+
+    /// The last tick, and the end of the last stall seen.
+    static TICKS: Mutex<Option<(Instant, Option<Instant>)>> = Mutex::new(None);
+
+    pub(super) async fn tick() {
+        loop {
+            let now = Instant::now();
+            {
+                let mut ticks = TICKS.lock().unwrap_or_else(|e| e.into_inner());
+                let stall_end = match *ticks {
+                    Some((last, _)) if now.duration_since(last) > STALL => Some(now),
+                    Some((_, end)) => end,
+                    None => None,
+                };
+                *ticks = Some((now, stall_end));
+            }
+            tokio::time::sleep(TICK).await;
+        }
+    }
+
+    /// The runtime stood still at some time after `since`, or stands still now (its tick is
+    /// late: a timer that fired as the process was continued may run before the tick does).
+    pub fn since(since: Instant) -> bool {
+        let now = Instant::now();
+        match *TICKS.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((last, end)) => now.duration_since(last) > STALL || end.is_some_and(|end| end > since),
+            None => false,
+        }
+    }
 }
 
 /// Runs `future` on the runtime to its end, from any thread: one inside another tokio runtime

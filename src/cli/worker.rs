@@ -31,43 +31,56 @@ pub fn work(registry: &Registry, mut options: RemoteOptions) -> Result<Exit, Cli
     let build = |spec: &bts_protocol::TreeSpec| registry.build(spec).map_err(|e| e.to_string());
     // A worker that loses its master while the master lives on (a network cut, a suspended
     // machine: the master drops a worker silent for --worker-timeout), or comes back (resumed on
-    // the same address file), joins the run again within --retry, as a new worker: the master has
-    // put its jobs back. A rank of a cluster launch tries for 10 s at most (its launcher may hold
-    // the nodes until it exits). Losses soon after joining are not retried forever.
-    let (mut lost, mut quick_losses) = (None::<String>, 0);
+    // the same address file), joins the run again as a new worker: the master has put its jobs
+    // back. It keeps trying for --retry from the first of a series of losses, each soon after
+    // joining (a master restarted again and again, a flaky network); a longer stay ends the
+    // series. A rank of a cluster launch tries for 10 s at most (its launcher may hold the nodes
+    // until it exits).
+    let retry_for = options.retry_for;
+    let mut series: Option<(Instant, u32)> = None;
+    let mut last_loss = String::new();
     loop {
         let joined_at = Instant::now();
         let ended = work_for(&options, &build);
         match ended {
-            Err(RemoteError::Lost(why)) if !options.stop.is_cancelled() && quick_losses < MAX_QUICK_LOSSES => {
-                if joined_at.elapsed() < REJOIN_FOR {
-                    quick_losses += 1;
-                } else {
-                    quick_losses = 0;
+            Err(RemoteError::Lost(why)) if !options.stop.is_cancelled() => {
+                if joined_at.elapsed() >= REJOIN_FOR {
+                    series = None;
                 }
+                let (since, losses) = series.get_or_insert((Instant::now(), 0));
+                *losses += 1;
+                let mut left = retry_for.saturating_sub(since.elapsed());
                 if matches!(options.master, MasterAddress::Rendezvous(_)) {
-                    options.retry_for = options.retry_for.min(REJOIN_FOR);
+                    left = left.min(REJOIN_FOR);
                 }
+                if left.is_zero() {
+                    return Err(CliError::failure(format!(
+                        "lost the master {losses} times in {:.0} s, each soon after joining its run (the last: \
+                         {why}); giving up (--retry {})",
+                        since.elapsed().as_secs_f64(),
+                        retry_for.as_secs_f64()
+                    )));
+                }
+                options.retry_for = left;
+                last_loss.clone_from(&why);
                 crate::logging::say!(
                     "bts: lost the master ({why}); joining its run again (for {} s at most)",
-                    options.retry_for.as_secs()
+                    left.as_secs().max(1)
                 );
-                lost = Some(why);
                 continue;
             }
-            Err(RemoteError::Unreachable(e)) if let Some(why) = &lost => {
-                return Err(CliError::failure(format!("lost the master ({why}), and cannot reach it again: {e}")));
+            Err(RemoteError::Unreachable(e)) if series.is_some() => {
+                return Err(CliError::failure(format!(
+                    "lost the master ({last_loss}), and cannot reach it again: {e}"
+                )));
             }
             ended => return finish(ended, &options),
         }
     }
 }
 
-/// A worker that loses its master this many times, each within [`REJOIN_FOR`] of joining, gives up.
-const MAX_QUICK_LOSSES: u32 = 3;
-
-/// A session shorter than this that ends with the master lost counts as a quick loss; and how long
-/// a rank of a cluster launch tries to reach its master.
+/// A session shorter than this that ends with the master lost continues a series of losses; and
+/// how long a rank of a cluster launch tries to reach its master.
 const REJOIN_FOR: Duration = Duration::from_secs(10);
 
 /// The exit of a worker process, from how its work for a master ended.

@@ -393,19 +393,28 @@ impl PollingProcess<'_> {
     }
 }
 
-/// The next frame from the master, waiting at most `silence`; `None` once the master hangs up.
+/// The next frame from the master, waiting at most three times `silence` (the master's
+/// --worker-timeout: a master suspended for a while keeps its workers, which it would not drop as
+/// silent once it carries on, and a polling run is not rolled back); `None` once the master hangs
+/// up.
 async fn next_frame(frames: &mut Frames, silence: Duration) -> Result<Option<MasterFrame>, RemoteError> {
-    match tokio::time::timeout(silence, frames.next()).await {
-        Ok(Some(Ok(frame))) => Ok(Some(frame)),
-        Ok(None) => Ok(None),
-        Ok(Some(Err(e))) => Err(RemoteError::Lost(match bad_frame(&e) {
-            Some(bad) => format!("the master sent a bad frame: {bad}"),
-            None => format!("the connection to the master failed: {e}"),
-        })),
-        Err(_) => Err(RemoteError::Lost(format!(
-            "no word from the master for {:.0} s: it is gone or unreachable",
-            silence.as_secs_f64()
-        ))),
+    let silence = silence.saturating_mul(3);
+    loop {
+        let waited_from = std::time::Instant::now();
+        return match tokio::time::timeout(silence, frames.next()).await {
+            Ok(Some(Ok(frame))) => Ok(Some(frame)),
+            Ok(None) => Ok(None),
+            Ok(Some(Err(e))) => Err(RemoteError::Lost(match bad_frame(&e) {
+                Some(bad) => format!("the master sent a bad frame: {bad}"),
+                None => format!("the connection to the master failed: {e}"),
+            })),
+            // This process stood still (suspended, starved): the master gets a whole wait again.
+            Err(_) if bts_protocol::runtime::stalls::since(waited_from) => continue,
+            Err(_) => Err(RemoteError::Lost(format!(
+                "no word from the master for {:.0} s: it is gone or unreachable",
+                silence.as_secs_f64()
+            ))),
+        };
     }
 }
 
