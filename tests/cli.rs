@@ -204,7 +204,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
     let out = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 36] = [
+    let cases: [(&[&str], &str); 37] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -225,7 +225,8 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["run", "--time-limit", "1e300", "uts"], "not a positive number of seconds"),
         (&["run", "--checkpoint-every", "1e300", "uts"], "not a positive number of seconds"),
         (&["run", "--listen", "127.0.0.1:0", "--worker-timeout", "1e300", "uts"], "not a positive number of seconds"),
-        (&["worker", "--connect", "127.0.0.1:9", "--retry", "1e300"], "not a positive number of seconds"),
+        (&["worker", "--connect", "127.0.0.1:9", "--retry", "1e300"], "not a number of seconds"),
+        (&["worker", "--connect", "127.0.0.1:0"], "port 0 cannot be connected to: give the port the master listens on"),
         (&["run", "exec", "--job-timeout", "1e300", "--", "true"], "not a positive number of seconds"),
         (&["run", "--freq", "/nonexistent-dir/f.txt", "queens", "--n", "4"], "job sizes (--freq) file"),
         // Options of remote workers, without them.

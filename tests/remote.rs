@@ -194,6 +194,28 @@ fn workers_exit_with_a_clear_message_when_the_master_dies() {
     assert!(started.elapsed() < Duration::from_secs(15));
 }
 
+/// A worker that cannot reach its master says, after a while, what it waits for; `--retry 0`
+/// tries once.
+#[test]
+fn a_worker_says_what_it_waits_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    for (args, waiting, error) in [
+        (vec!["--connect-file", empty.to_str().unwrap(), "--retry", "2.5"], true, "held no address within 2.5 s"),
+        (vec!["--connect-file", "/nonexistent/address", "--retry", "2.5"], true, "did not appear within 2.5 s"),
+        (vec!["--connect", "127.0.0.1:1", "--retry", "2.5"], true, "cannot connect to the master at 127.0.0.1:1"),
+        (vec!["--connect", "127.0.0.1:1", "--retry", "0"], false, "cannot connect to the master at 127.0.0.1:1"),
+    ] {
+        let started = Instant::now();
+        let (code, log) = worker_output(worker(&args));
+        assert_eq!(code, Some(1), "{args:?}: {log}");
+        assert_eq!(log.contains("waiting for the master"), waiting, "{args:?}: {log}");
+        assert!(log.contains(error), "{args:?}: {log}");
+        assert!(started.elapsed() < Duration::from_secs(if waiting { 10 } else { 2 }), "{args:?}");
+    }
+}
+
 /// A worker whose master lost it joins the run again: after a network cut or a suspended machine
 /// (here SIGSTOP for longer than --worker-timeout: the master drops it, and it hears nothing), and
 /// after the master itself died and was resumed on the same address file. The counts stay exact.

@@ -192,7 +192,7 @@ pub struct EstimateArgs {
                         a second signal quits at once (exit 3).")]
 pub struct WorkerArgs {
     /// The master's address
-    #[arg(long, value_name = "HOST:PORT", value_parser = parse_host_port)]
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_master_address)]
     pub connect: Option<String>,
     /// Read the master's address from F (bts run --address-file), waiting for it to appear
     #[arg(long, value_name = "F")]
@@ -204,7 +204,7 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub threads: Option<u32>,
     /// Keep trying to reach the master (and waiting for the address file) this long, at the start and after losing it
-    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_seconds_or_zero)]
     pub retry: Duration,
     /// More log output (-v: info, -vv: debug)
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
@@ -304,6 +304,17 @@ fn parse_host_port(s: &str) -> Result<String, String> {
     }
 }
 
+/// The master's address, to connect to: a host and a port other than 0.
+fn parse_master_address(s: &str) -> Result<String, String> {
+    match s.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => Ok(s.to_string()),
+        Some((_, "0")) => Err("port 0 cannot be connected to: give the port the master listens on (it says which, \
+                               and writes its address to its --address-file)"
+            .into()),
+        _ => Err("expected HOST:PORT, such as 127.0.0.1:7000".into()),
+    }
+}
+
 /// Local worker threads: as many as `bts worker --threads` may have.
 fn parse_workers(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
@@ -347,6 +358,14 @@ pub fn parse_seconds(s: &str) -> Result<Duration, String> {
             Ok(Duration::from_secs_f64(x))
         }
         _ => Err(format!("'{s}' is not a positive number of seconds (at most {MAX_SECONDS:e})")),
+    }
+}
+
+/// Seconds, or 0 for none (`bts worker --retry 0`: one try).
+fn parse_seconds_or_zero(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(0.0) => Ok(Duration::ZERO),
+        _ => parse_seconds(s).map_err(|e| e.replace("a positive number", "a number")),
     }
 }
 
@@ -413,6 +432,10 @@ mod tests {
             assert!(parse_seconds(s).is_err(), "{s}");
         }
         assert_eq!(parse_seconds("0.25"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_seconds_or_zero("0"), Ok(Duration::ZERO));
+        assert!(parse_seconds("0").is_err() && parse_seconds_or_zero("-1").is_err());
+        assert_eq!(parse_master_address("[::1]:7000").as_deref(), Ok("[::1]:7000"));
+        assert!(parse_master_address("localhost:0").is_err() && parse_master_address(":7000").is_err());
         assert_eq!(parse_seconds("1e9"), Ok(Duration::from_secs(1_000_000_000)));
     }
 }

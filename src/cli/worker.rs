@@ -53,6 +53,9 @@ pub fn work(registry: &Registry, mut options: RemoteOptions) -> Result<Exit, Cli
                 if matches!(options.master, MasterAddress::Rendezvous(_)) {
                     left = left.min(REJOIN_FOR);
                 }
+                if retry_for.is_zero() {
+                    return Err(CliError::failure(format!("lost the master ({why}); not joining again (--retry 0)")));
+                }
                 if left.is_zero() {
                     return Err(CliError::failure(format!(
                         "lost the master {losses} times in {:.0} s, each soon after joining its run (the last: \

@@ -594,6 +594,9 @@ fn peer_listener(local: std::net::IpAddr, dialled: &str, token: &[u8]) -> Option
     Some((listener, announced))
 }
 
+/// A worker that has not reached its master after this long says that it waits.
+const WAITING_SAID_AFTER: Duration = Duration::from_secs(2);
+
 /// A cluster launch's ranks start within this long of each other: a `finished` rendezvous file older
 /// than this process by more is left over from an earlier run. Only when the launcher does not name
 /// its launches ([`launch_id`]): a fast run of the launch just before ends well within it.
@@ -607,6 +610,8 @@ async fn connect(
     deadline: Instant,
 ) -> Result<Option<(TcpStream, String, Vec<u8>)>, RemoteError> {
     let mut pause = Duration::from_millis(5);
+    // A worker started before its master says once, after a while, what it waits for.
+    let mut say_waiting = Some(Instant::now() + WAITING_SAID_AFTER);
     let rendezvous = matches!(options.master, MasterAddress::Rendezvous(_));
     let ours = launch_id().filter(|_| rendezvous);
     // Whether a rendezvous file written by `launch` at `written` is this launch's.
@@ -633,17 +638,29 @@ async fn connect(
             AddressFile::Failed(Some(launch), why) if rendezvous && ours.as_ref() == Some(&launch) => {
                 return Err(RemoteError::Unreachable(format!("rank 0 (the master) could not start the run: {why}")));
             }
-            _ if Instant::now() >= deadline => {
+            file if Instant::now() >= deadline => {
                 let waited = options.retry_for.as_secs_f64();
+                let path = match &options.master {
+                    MasterAddress::File(p) | MasterAddress::Rendezvous(p) => p.display().to_string(),
+                    MasterAddress::Fixed(a) => a.clone(),
+                };
+                let what = match file {
+                    AddressFile::Missing if std::path::Path::new(&path).exists() => "held no address",
+                    AddressFile::Missing => "did not appear",
+                    _ => "named no master of this run",
+                };
                 return Err(RemoteError::Unreachable(format!(
-                    "the master's address file {} did not appear within {waited} s",
-                    match &options.master {
-                        MasterAddress::File(p) | MasterAddress::Rendezvous(p) => p.display().to_string(),
-                        MasterAddress::Fixed(a) => a.clone(),
-                    }
+                    "the master's address file {path} {what} within {waited} s"
                 )));
             }
             _ => {
+                if say_waiting.is_some_and(|at| Instant::now() >= at) {
+                    say_waiting = None;
+                    tracing::warn!(
+                        "waiting for the master's address file (for {} s at most)",
+                        options.retry_for.as_secs_f64()
+                    );
+                }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(200));
                 continue;
@@ -654,7 +671,14 @@ async fn connect(
             Err(e) if Instant::now() >= deadline => {
                 return Err(RemoteError::Unreachable(format!("cannot connect to the master at {address}: {e}")));
             }
-            Err(e) => tracing::debug!("cannot connect to {address} yet: {e}"),
+            Err(e) => {
+                if say_waiting.is_some_and(|at| Instant::now() >= at) {
+                    say_waiting = None;
+                    let retry = options.retry_for.as_secs_f64();
+                    tracing::warn!("waiting for the master at {address} ({e}; trying for {retry} s at most)");
+                }
+                tracing::debug!("cannot connect to {address} yet: {e}");
+            }
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
