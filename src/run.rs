@@ -20,8 +20,8 @@ use crate::summary::{BestSummary, Summary, TreeTotals};
 use bts_checkpoints::{Checkpoint, OutputSeal, StoredMode, StoredOptimum, StoredOptions};
 use bts_master::polling::{Coordinator, StartPlan};
 use bts_master::{
-    BudgetState, DriveOptions, Event, Observer, Outcome, Output, Pending, Plain, PollingRoutes, RunView, SavePoint,
-    Scheduler, SchedulerConfig, StopReason, Totals, deal, drive, drive_polling,
+    BudgetState, DriveOptions, Event, Observer, Outcome, Output, Pending, Place, Plain, PollingRoutes, RunView,
+    SavePoint, Scheduler, SchedulerConfig, StopReason, Totals, deal, drive, drive_polling,
 };
 use bts_protocol::Returned;
 use bts_protocol::polling::{Counts, PeerMsg, SplitRule};
@@ -294,7 +294,7 @@ impl Run {
         for (id, mut runner) in runners.into_iter().enumerate() {
             let id = id as u64;
             let (link, inbox) = mpsc::channel::<ToWorker>();
-            let _ = events_tx.send(Event::Joined { worker: id, threads: 1, link: Box::new(link) });
+            let _ = events_tx.send(Event::Joined { worker: id, threads: 1, place: Place::LOCAL, link: Box::new(link) });
             let to_master = events_tx.clone();
             threads.push(spawn(format!("bts-worker-{id}"), move || {
                 // Tells the master when this thread ends, however it ends.

@@ -880,3 +880,54 @@ fn a_worker_that_loses_its_master_gives_up_its_jobs() {
     assert_eq!(status.code(), Some(1));
     assert!(lost.elapsed() < Duration::from_secs(15), "the worker waited for its job: {:?}", lost.elapsed());
 }
+
+/// One host whose set-up is wrong (here: a worker started where the program's data file is
+/// missing) does not fail the run: its failed jobs are done elsewhere, and it gets no more.
+#[test]
+fn a_remote_worker_whose_jobs_fail_is_shunned_and_the_run_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (good, bad) = (dir.path().join("good"), dir.path().join("bad"));
+    std::fs::create_dir_all(&good).unwrap();
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(good.join("data"), "").unwrap();
+    // The root, 20 children, 5 leaves each; every leaf a record. It needs ./data.
+    let program = script(
+        dir.path(),
+        "tree.py",
+        "#!/usr/bin/env python3\nimport os, sys, time\n\
+         if not os.path.exists('data'): sys.exit('tree.py: ./data: no such file')\n\
+         node = os.environ['BTS_NODE']\ntime.sleep(0.01)\n\
+         if node == 'root':\n    for i in range(20): print(f'unexplored 1 c{i}')\n\
+         elif '.' not in node:\n    for i in range(5): print(f'unexplored 2 {node}.{i}')\n\
+         else:\n    print(f'out {node}')\nprint('done 1')\n",
+    );
+    let address = dir.path().join("address");
+    let master = bts_command()
+        .current_dir(&good)
+        .args(["run", "--progress", "never", "--workers", "1", "--budget", "1", "--fixed-budget"])
+        .args(["--listen", "127.0.0.1:0", "--address-file", address.to_str().unwrap(), "--summary-json", "-"])
+        .args(["exec", "--", program.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(30), || address.exists(), || "no address file".into());
+    let worker = bts_command()
+        .current_dir(&bad)
+        .args(["worker", "--connect-file", address.to_str().unwrap(), "--threads", "1", "--retry", "5"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = master.wait_with_output().unwrap();
+    let log = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    let s = summary(&o);
+    assert_eq!((s["nodes"].as_u64(), s["outputs"].as_u64()), (Some(121), Some(100)), "{s}");
+    let records: Vec<String> =
+        String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with('c')).map(String::from).collect();
+    assert_eq!(sorted(&records.join("\n")).len(), 100);
+    assert!(log.contains("it is tried on a worker elsewhere"), "{log}");
+    assert!(log.contains("get no more jobs") && log.contains("./data: no such file"), "{log}");
+    let w = worker.wait_with_output().unwrap();
+    assert_eq!(w.status.code(), Some(0), "{}", stderr(&w));
+}

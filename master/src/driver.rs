@@ -3,7 +3,7 @@
 //! happens here.
 
 use crate::polling::{Coordinator, PauseFor};
-use crate::scheduler::{Outcome, Scheduler, StopReason, WorkerId};
+use crate::scheduler::{Outcome, Place, Scheduler, StopReason, WorkerId};
 use crate::view::RunView;
 use bts_protocol::polling::{Counts, PeerMsg, PollReport};
 use bts_protocol::{FromWorker, JobFailure, ToWorker};
@@ -41,6 +41,8 @@ pub enum Event {
     Joined {
         worker: WorkerId,
         threads: u32,
+        /// Where it runs: a job that fails in one place is tried in another.
+        place: Place,
         link: Box<dyn Link>,
     },
     /// The measured round trip to a worker.
@@ -364,10 +366,10 @@ pub fn drive(
             },
         };
         match event {
-            Event::Joined { worker, threads, link } => {
+            Event::Joined { worker, threads, place, link } => {
                 had_workers = true;
                 links.insert(worker, link);
-                scheduler.add_worker(worker, threads);
+                scheduler.add_worker_at(worker, threads, place);
             }
             Event::Message(worker, message) => {
                 if let Err(violation) = scheduler.handle_message(worker, message) {

@@ -17,5 +17,5 @@ pub use driver::{
     drive_polling,
 };
 pub use joblist::{JobList, Order, Pending, deal};
-pub use scheduler::{Outcome, Scheduler, SchedulerConfig, StopReason, Totals, Violation, WorkerId};
+pub use scheduler::{Outcome, Place, Scheduler, SchedulerConfig, StopReason, Totals, Violation, WorkerId};
 pub use view::RunView;

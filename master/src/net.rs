@@ -9,7 +9,7 @@
 //! its jobs go back to the job list.
 
 use crate::driver::{Event, Link, ProcessLink};
-use crate::scheduler::WorkerId;
+use crate::scheduler::{Place, WorkerId};
 use bts_protocol::codec::{FrameCodec, MAX_FRAME, encode_frame};
 use bts_protocol::handshakes::{Handshakes, InHandshake, MAX_HANDSHAKES};
 use bts_protocol::runtime::{block_on, runtime, shutdown_handle};
@@ -239,11 +239,13 @@ async fn serve_connection(
     }
     let first = shared.ids.fetch_add(u64::from(threads), Ordering::SeqCst);
     tracing::info!(%peer, threads, first_worker = first, "remote worker joined");
+    // Local threads are at Place::LOCAL (0), and take the first worker ids.
+    let place = Place(first + 1);
     for t in 0..threads {
         let worker = first + u64::from(t);
         let events = shared.events.clone();
         let link = TcpLink { tx: tx.clone(), thread: t, worker, events, stream: Arc::clone(&handle) };
-        if shared.events.send(Event::Joined { worker, threads: 1, link: Box::new(link) }).is_err() {
+        if shared.events.send(Event::Joined { worker, threads: 1, place, link: Box::new(link) }).is_err() {
             return;
         }
     }

@@ -165,10 +165,31 @@ struct InFlight {
     depth: u32,
     budget: Budget,
     node: NodeBytes,
+    /// Where and why the job failed before, if it is tried again elsewhere.
+    earlier: Option<Earlier>,
+}
+
+/// Where a worker runs: [`Place::LOCAL`] for the master's own threads, one place per remote
+/// worker process. A job that fails in one place is tried in another before it fails the run: one
+/// host whose set-up is wrong (a program or file missing there) must not fail a run that others
+/// can carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Place(pub u64);
+
+impl Place {
+    pub const LOCAL: Place = Place(0);
+}
+
+/// Where a job failed, and how (for the message if it fails again).
+#[derive(Clone, Debug)]
+struct Earlier {
+    place: Place,
+    failure: JobFailure,
 }
 
 #[derive(Clone, Debug)]
 struct WorkerSlot {
+    place: Place,
     threads: u32,
     /// Jobs handed out and not yet reported.
     outstanding: u32,
@@ -192,6 +213,10 @@ pub struct Scheduler {
     incumbents: Incumbents,
     workers: BTreeMap<WorkerId, WorkerSlot>,
     in_flight: HashMap<JobId, InFlight>,
+    /// Jobs that failed in one place, for a worker elsewhere.
+    retries: Vec<(Pending, Earlier)>,
+    /// Places where a job failed that then succeeded elsewhere: they get no more jobs.
+    shunned: Vec<Place>,
     /// Budgets of the jobs in flight (for the node limit).
     reserved: u64,
     next_job: u64,
@@ -256,6 +281,8 @@ impl Scheduler {
             config,
             workers: BTreeMap::new(),
             in_flight: HashMap::new(),
+            retries: Vec::new(),
+            shunned: Vec::new(),
             reserved: 0,
             next_job: 0,
             first_job: false,
@@ -275,10 +302,16 @@ impl Scheduler {
 
     // ----- events -----
 
-    /// A worker with `threads` threads is ready for jobs.
+    /// A worker with `threads` threads, on this machine, is ready for jobs.
     pub fn add_worker(&mut self, worker: WorkerId, threads: u32) {
+        self.add_worker_at(worker, threads, Place::LOCAL);
+    }
+
+    /// A worker with `threads` threads, at `place`, is ready for jobs.
+    pub fn add_worker_at(&mut self, worker: WorkerId, threads: u32, place: Place) {
         let job_ns = self.config.budget.target_job_ns as f64;
-        self.workers.insert(worker, WorkerSlot { threads: threads.max(1), outstanding: 0, job_ns, rtt_ns: 0.0 });
+        let slot = WorkerSlot { place, threads: threads.max(1), outstanding: 0, job_ns, rtt_ns: 0.0 };
+        self.workers.insert(worker, slot);
         self.workers_seen += u64::from(threads.max(1));
         self.dispatch();
     }
@@ -294,7 +327,16 @@ impl Scheduler {
             FromWorker::Reports(batch) => self.commit(worker, batch).map_err(violation)?,
             FromWorker::Failed(failure) => {
                 let job = self.take_in_flight(worker, failure.id).map_err(violation)?;
-                self.list.put_back(Pending { depth: job.depth, node: job.node });
+                let place = self.workers.get(&worker).map_or(Place::LOCAL, |s| s.place);
+                if !failure.given_up && job.earlier.is_none() && self.elsewhere(place) && self.stop.is_none() {
+                    tracing::warn!(worker, node = %failure.node, "the job failed ({}); it is tried on a worker elsewhere", failure.message);
+                    let earlier = Earlier { place, failure };
+                    self.retries.push((Pending { depth: job.depth, node: job.node }, earlier));
+                    self.dispatch();
+                    return Ok(());
+                }
+                let earlier = job.earlier.clone();
+                self.put_back(job);
                 if failure.given_up {
                     // A try that would have been made again, but for the stop of the run or of the
                     // worker (one that leaves): another worker, or a resumed run, makes it.
@@ -305,6 +347,11 @@ impl Scheduler {
                         failure.message
                     );
                 } else {
+                    let mut failure = failure;
+                    if let Some(earlier) = earlier {
+                        let before = earlier.failure.message;
+                        failure.message = format!("{}; it had failed elsewhere too: {before}", failure.message);
+                    }
                     tracing::error!(worker, node = %failure.node, "job failed: {}", failure.message);
                     self.failure.get_or_insert(failure);
                     self.stop.get_or_insert(StopReason::JobFailed);
@@ -343,7 +390,7 @@ impl Scheduler {
         for (id, job) in lost {
             self.in_flight.remove(&id);
             self.reserved = self.reserved.saturating_sub(job.budget.0);
-            self.list.put_back(Pending { depth: job.depth, node: job.node });
+            self.put_back(job);
         }
         self.dispatch();
         jobs
@@ -408,6 +455,21 @@ impl Scheduler {
 
     // ----- internals -----
 
+    /// The run has a worker away from `place` that may take jobs.
+    fn elsewhere(&self, place: Place) -> bool {
+        self.workers.values().any(|s| s.place != place && !self.shunned.contains(&s.place))
+    }
+
+    /// A job out with a worker that is gone goes back where it came from: a retry to the retries,
+    /// where it keeps why it failed.
+    fn put_back(&mut self, job: InFlight) {
+        let pending = Pending { depth: job.depth, node: job.node };
+        match job.earlier {
+            None => self.list.put_back(pending),
+            Some(earlier) => self.retries.push((pending, earlier)),
+        }
+    }
+
     fn take_in_flight(&mut self, worker: WorkerId, id: JobId) -> Result<InFlight, String> {
         match self.in_flight.get(&id) {
             Some(job) if job.worker == worker => {}
@@ -442,7 +504,7 @@ impl Scheduler {
             // the batch's other jobs go back to L with it, as the run stops.
             for r in &batch.reports {
                 let job = self.take_in_flight(worker, r.id)?;
-                self.list.put_back(Pending { depth: job.depth, node: job.node });
+                self.put_back(job);
             }
             let message = "its report would overflow the run's totals (2^64 nodes, records, bytes or \
                            pruned nodes): the worker or program misreports";
@@ -457,10 +519,21 @@ impl Scheduler {
         self.take_solutions(solutions);
         let mut returned = returned.into_iter();
         let mut output_at = 0usize;
-        let t = &mut self.totals;
         for r in reports {
             let job = self.in_flight.remove(&r.id).expect("checked above");
             self.reserved = self.reserved.saturating_sub(job.budget.0);
+            if let Some(earlier) = &job.earlier
+                && !self.shunned.contains(&earlier.place)
+            {
+                tracing::error!(
+                    "the job at node {} failed on one worker and succeeded on another: the workers where it failed \
+                     get no more jobs (check that host's set-up; stop its bts worker): {}",
+                    earlier.failure.node,
+                    earlier.failure.message
+                );
+                self.shunned.push(earlier.place);
+            }
+            let t = &mut self.totals;
             t.nodes += r.visited;
             t.leaves = t.leaves.zip(r.leaves).map(|(a, b)| a + b);
             t.max_depth = t.max_depth.zip(r.max_depth).map(|(a, b)| a.max(b));
@@ -551,8 +624,18 @@ impl Scheduler {
         if self.outcome.is_some() {
             return;
         }
-        self.peak_queued = self.peak_queued.max(self.list.len());
-        if self.stop.is_none() && !self.list.is_empty() && self.remaining_budget() == 0 && self.in_flight.is_empty() {
+        self.peak_queued = self.peak_queued.max(self.list.len() + self.retries.len());
+        // A job that failed somewhere and has no worker elsewhere left fails the run, as it would
+        // have at once with no worker elsewhere.
+        if let Some(i) = self.retries.iter().position(|(_, e)| !self.elsewhere(e.place)) {
+            let (pending, earlier) = self.retries.remove(i);
+            self.list.put_back(pending);
+            tracing::error!(node = %earlier.failure.node, "job failed, and no worker elsewhere is left to try it: {}", earlier.failure.message);
+            self.failure.get_or_insert(earlier.failure);
+            self.stop.get_or_insert(StopReason::JobFailed);
+        }
+        let waiting = self.list.len() + self.retries.len();
+        if self.stop.is_none() && waiting > 0 && self.remaining_budget() == 0 && self.in_flight.is_empty() {
             self.stop = Some(StopReason::NodeLimit);
         }
         if self.stop.is_some() && !self.told_stopping {
@@ -575,6 +658,9 @@ impl Scheduler {
                 }
                 for &id in &ids {
                     let slot = &self.workers[&id];
+                    if self.shunned.contains(&slot.place) {
+                        continue;
+                    }
                     let want = if fill_queue { self.queue_target(slot) } else { slot.threads };
                     let want = want.saturating_sub(slot.outstanding);
                     self.send_jobs(id, want);
@@ -594,13 +680,22 @@ impl Scheduler {
     fn send_jobs(&mut self, worker: WorkerId, want: u32) {
         let mut jobs = Vec::new();
         let mut bytes = 0;
+        let place = self.workers.get(&worker).map_or(Place::LOCAL, |s| s.place);
         while jobs.len() < want as usize && bytes < MAX_MESSAGE_NODE_BYTES {
             let remaining = self.remaining_budget();
             if remaining == 0 {
                 break;
             }
-            let Some(pending) = self.list.pop() else {
-                break;
+            // A job that failed elsewhere first, to settle soon whether that place can work.
+            let (pending, earlier) = match self.retries.iter().position(|(_, e)| e.place != place) {
+                Some(i) => {
+                    let (pending, earlier) = self.retries.remove(i);
+                    (pending, Some(earlier))
+                }
+                None => match self.list.pop() {
+                    Some(pending) => (pending, None),
+                    None => break,
+                },
             };
             let a = self.next_assignment(pending.depth);
             let budget = Budget(a.budget.0.min(remaining).max(1));
@@ -608,7 +703,8 @@ impl Scheduler {
             self.next_job += 1;
             self.reserved = self.reserved.saturating_add(budget.0);
             bytes += pending.node.len();
-            self.in_flight.insert(id, InFlight { worker, depth: pending.depth, budget, node: pending.node.clone() });
+            let node = pending.node.clone();
+            self.in_flight.insert(id, InFlight { worker, depth: pending.depth, budget, node, earlier });
             let incumbent = self.incumbents.incumbent();
             jobs.push(Job { id, depth: pending.depth, budget, max_depth: a.max_depth, node: pending.node, incumbent });
         }
@@ -630,7 +726,7 @@ impl Scheduler {
             Outcome::Failed(failure.clone())
         } else if !self.in_flight.is_empty() {
             return;
-        } else if self.list.is_empty() {
+        } else if self.list.is_empty() && self.retries.is_empty() {
             Outcome::Complete
         } else if let Some(reason) = self.stop {
             Outcome::Stopped(reason)
@@ -685,7 +781,7 @@ impl crate::view::RunView for Scheduler {
     }
 
     fn queued(&self) -> usize {
-        self.list.len()
+        self.list.len() + self.retries.len()
     }
 
     fn in_flight(&self) -> usize {
@@ -722,6 +818,7 @@ impl crate::view::RunView for Scheduler {
             self.in_flight.iter().map(|(&id, j)| (id, Pending { depth: j.depth, node: j.node.clone() })).collect();
         out.sort_by_key(|&(id, _)| std::cmp::Reverse(id));
         let mut jobs: Vec<Pending> = self.list.iter().cloned().collect();
+        jobs.extend(self.retries.iter().map(|(p, _)| p.clone()));
         jobs.extend(out.into_iter().map(|(_, p)| p));
         jobs
     }

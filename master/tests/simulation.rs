@@ -3,8 +3,8 @@
 //! commit every output record exactly once; a branch and bound must find its exact optimum.
 
 use bts_master::{
-    BudgetConfig, BudgetState, OptimumConfig, Order, Outcome, Pending, RunView, Scheduler, SchedulerConfig, StopReason,
-    Totals,
+    BudgetConfig, BudgetState, OptimumConfig, Order, Outcome, Pending, Place, RunView, Scheduler, SchedulerConfig,
+    StopReason, Totals,
 };
 use bts_protocol::{FromWorker, Job, JobFailure, ReportBatch, ToWorker};
 use bts_trees::{Gw, Knapsack, Queens};
@@ -684,4 +684,105 @@ fn the_workers_holding_jobs_hear_of_a_stop_once() {
     assert_eq!(sent(&mut scheduler), vec![(holder, ToWorker::Stopping)]);
     scheduler.stop(StopReason::Signal);
     assert_eq!(sent(&mut scheduler), vec![]);
+}
+
+/// What happened to a job in [`run_with_failures`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Sent,
+    Failed,
+    Done,
+}
+
+/// Runs a scheduler with one worker at each of `places` (worker i at places[i]) to its end:
+/// `fails(worker, job)` says whether the worker fails the job instead of running it. Returns the
+/// outcome, the sorted records, what happened to each job in order (worker, depth, node), and the
+/// scheduler.
+#[allow(clippy::type_complexity)]
+fn run_with_failures(
+    places: &[Place],
+    fails: impl Fn(u64, &Job) -> bool,
+) -> (Outcome, Vec<String>, Vec<(Step, u64, u32, Vec<u8>)>, Scheduler) {
+    let searcher = TreeSearcher::new(Recorded(Queens::new(6)));
+    let config = SchedulerConfig {
+        budget: BudgetConfig { initial: 3, fixed: true, ..Default::default() },
+        ..Default::default()
+    };
+    let mut scheduler = Scheduler::new(config, searcher.root().unwrap());
+    let mut runner = searcher.runner(RunnerSettings::default()).unwrap();
+    for (id, &place) in places.iter().enumerate() {
+        scheduler.add_worker_at(id as u64, 1, place);
+    }
+    let (mut output, mut log) = (Vec::new(), Vec::new());
+    let mut queued: VecDeque<(u64, Job)> = VecDeque::new();
+    while scheduler.outcome().is_none() {
+        while let Some((worker, message)) = scheduler.poll_send() {
+            if let ToWorker::Jobs(jobs) = message {
+                for job in jobs {
+                    log.push((Step::Sent, worker, job.depth, job.node.as_slice().to_vec()));
+                    queued.push_back((worker, job));
+                }
+            }
+        }
+        let Some((worker, job)) = queued.pop_front() else { break };
+        let step = if fails(worker, &job) { Step::Failed } else { Step::Done };
+        log.push((step, worker, job.depth, job.node.as_slice().to_vec()));
+        if step == Step::Failed {
+            let node = format!("{:?}", job.node.as_slice());
+            let message = format!("cannot open queens.py (on worker {worker})");
+            scheduler.handle_message(worker, FromWorker::Failed(JobFailure::new(job.id, node, message))).unwrap();
+            continue;
+        }
+        let mut batch = ReportBatch::default();
+        runner.run(&job, &mut batch).unwrap();
+        output.extend_from_slice(&batch.output);
+        scheduler.handle_message(worker, FromWorker::Reports(batch)).unwrap();
+    }
+    let mut records: Vec<String> = String::from_utf8(output).unwrap().lines().map(String::from).collect();
+    records.sort();
+    (scheduler.outcome().cloned().expect("the run ended"), records, log, scheduler)
+}
+
+/// One host whose set-up is wrong (a program's file missing there) fails every job it gets: each
+/// is tried again elsewhere, and once one of them succeeds elsewhere that host gets no more jobs.
+/// The run completes with every record once.
+#[test]
+fn jobs_that_fail_in_one_place_are_tried_in_another_which_then_takes_the_run() {
+    let (_, _, _, records) = sequential(&Recorded(Queens::new(6)));
+    for bad in [0u64, 1] {
+        let places = [Place::LOCAL, Place(7)];
+        let (outcome, got_records, log, _) = run_with_failures(&places, |worker, _| worker == bad);
+        assert_eq!(outcome, Outcome::Complete, "bad worker {bad}");
+        assert_eq!(got_records, records, "bad worker {bad}");
+        let failed: Vec<&Vec<u8>> = log.iter().filter(|e| e.0 == Step::Failed).map(|e| &e.3).collect();
+        assert!(!failed.is_empty(), "bad worker {bad} got no job");
+        // Each failed job was done elsewhere.
+        assert!(failed.iter().all(|&n| log.iter().any(|e| e.0 == Step::Done && &e.3 == n)), "bad worker {bad}");
+        // No job went to the bad worker once one it failed was done elsewhere.
+        let settled = log.iter().position(|e| e.0 == Step::Done && failed.contains(&&e.3)).unwrap();
+        let late: Vec<_> = log[settled..].iter().filter(|e| e.0 == Step::Sent && e.1 == bad).collect();
+        assert!(late.is_empty(), "bad worker {bad}: {late:?}");
+    }
+}
+
+/// A job that fails in two places is the tree's or the program's fault: the run fails, and says
+/// both. One that fails with no other place to go fails the run at once, as before.
+#[test]
+fn a_job_that_fails_in_two_places_or_with_nowhere_else_fails_the_run() {
+    // Every job of depth 2 fails, wherever it runs.
+    let doomed = |_: u64, job: &Job| job.depth == 2;
+    let (outcome, _, log, scheduler) = run_with_failures(&[Place::LOCAL, Place(7)], doomed);
+    let Outcome::Failed(failure) = outcome else { panic!("{outcome:?}") };
+    assert!(failure.message.contains("it had failed elsewhere too: cannot open queens.py"), "{}", failure.message);
+    // The job that failed twice failed once on each worker, and the checkpoint keeps it.
+    let failures: Vec<_> = log.iter().filter(|e| e.0 == Step::Failed).collect();
+    let twice =
+        failures.iter().find(|a| failures.iter().any(|b| b.3 == a.3 && b.1 != a.1)).expect("a job failed twice");
+    assert_eq!(failures.iter().filter(|e| e.3 == twice.3).count(), 2);
+    assert!(scheduler.pending_jobs().iter().any(|p| p.node.as_slice() == twice.3.as_slice()));
+
+    // Two workers in one place: nowhere else to try, so the first failure ends the run.
+    let (outcome, _, log, _) = run_with_failures(&[Place(7), Place(7)], doomed);
+    assert!(matches!(outcome, Outcome::Failed(ref f) if !f.message.contains("elsewhere")), "{outcome:?}");
+    assert_eq!(log.iter().filter(|e| e.0 == Step::Failed).count(), 1);
 }
