@@ -839,7 +839,8 @@ fn a_lost_polling_process_is_rolled_back_and_each_record_committed_once() {
     let late = worker(&["--connect", &master.address, "--threads", "1"]);
     let (code, summary, log) = master.finish();
     assert_eq!(code, Some(0), "{log}");
-    assert!(log.contains("a process was lost: back to the last snapshot"), "{log}");
+    assert!(log.contains("a process was lost: back to the last snapshot (the "), "{log}");
+    assert!(log.contains(" nodes visited since are visited again)"), "{log}");
     // 14-queens has 365,596 solutions (OEIS A000170).
     assert_eq!(summary["outputs"], 365_596);
     assert_records_once(&out, 365_596);
@@ -860,7 +861,7 @@ fn a_lost_polling_process_stops_a_run_writing_to_stdout_with_a_clear_message() {
     let (code, _, log) = master.finish();
     assert!(log.contains("if a remote worker is lost, random polling must take back"), "{log}");
     assert_eq!(code, Some(1), "{log}");
-    assert!(log.contains("run with --output FILE or --count-only to survive lost workers"), "{log}");
+    assert!(log.contains("prints again those written since that checkpoint (run with --output FILE or --count-only to survive lost workers)"), "{log}");
 }
 
 /// A polling run that fails on its own side (here its output file removed under it) tells its

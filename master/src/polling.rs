@@ -361,7 +361,11 @@ impl Coordinator {
             }
         }
         self.cancel_waves();
-        tracing::warn!(epoch = self.epoch, "a process was lost: back to the last snapshot");
+        let redo = self.totals.nodes.saturating_sub(self.last.totals.nodes);
+        tracing::warn!(
+            epoch = self.epoch,
+            "a process was lost: back to the last snapshot (the {redo} nodes visited since are visited again)"
+        );
         self.reset = Some(Reset { waiting, pause_after });
     }
 
