@@ -618,7 +618,8 @@ fn drive_options(options: &RunOptions, started: Instant, workers_may_join: bool)
         checkpoint_every: options.checkpoint_every.filter(|_| options.checkpoint.is_some()),
         save_on_stop: options.checkpoint.is_some(),
         workers_may_join,
-        tick: options.monitor.is_active().then_some(TICK),
+        // Also without a monitor: a stop that waits long on its workers says so.
+        tick: Some(TICK),
     }
 }
 
@@ -632,7 +633,12 @@ struct Hooks<'a> {
     last_save_failed: Option<RunError>,
     /// When the driver returned: the end of the run's time.
     ended: Option<Instant>,
+    /// When the run began to stop, until the wait for its workers has been told of.
+    stopping_since: Option<Instant>,
 }
+
+/// A stop that waits this long for the jobs out with workers says what it waits for.
+const STOP_WAIT_SAID_AFTER: Duration = Duration::from_secs(3);
 
 impl<'a> Hooks<'a> {
     fn new(
@@ -660,7 +666,8 @@ impl<'a> Hooks<'a> {
             saved,
             final_elapsed_s,
         };
-        Ok(Hooks { saver, monitor, searcher: Arc::clone(searcher), last_save_failed: None, ended: None })
+        let searcher = Arc::clone(searcher);
+        Ok(Hooks { saver, monitor, searcher, last_save_failed: None, ended: None, stopping_since: None })
     }
 }
 
@@ -668,6 +675,19 @@ impl Observer for Hooks<'_> {
     fn tick(&mut self, scheduler: &dyn RunView) {
         if let Some(m) = &mut self.monitor {
             m.tick(scheduler);
+        }
+        let busy = scheduler.busy_workers();
+        if self.stopping_since.is_some_and(|at| at.elapsed() >= STOP_WAIT_SAID_AFTER) && busy > 0 {
+            self.stopping_since = None;
+            let remote = match &self.saver.options.listen {
+                Some(l) => format!(
+                    " (a remote worker silent for --worker-timeout, {} s, is dropped)",
+                    l.worker_timeout.as_secs_f64()
+                ),
+                None => String::new(),
+            };
+            let workers = crate::summary::plural(busy as u64, "workers");
+            tracing::warn!("the stop waits for the jobs out with {workers}{remote}");
         }
     }
 
@@ -685,6 +705,7 @@ impl Observer for Hooks<'_> {
 
     fn stopping(&mut self) {
         self.searcher.stopping();
+        self.stopping_since = Some(Instant::now());
     }
 
     fn finish(&mut self, scheduler: &dyn RunView) {

@@ -931,3 +931,27 @@ fn a_remote_worker_whose_jobs_fail_is_shunned_and_the_run_completes() {
     let w = worker.wait_with_output().unwrap();
     assert_eq!(w.status.code(), Some(0), "{}", stderr(&w));
 }
+
+/// A stop that waits long for the jobs out with workers says so (here a job of 5 s).
+#[test]
+fn a_stop_that_waits_for_its_workers_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "slow.sh",
+        "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a';;\na) touch \"$0.started\"; sleep 5;;\nesac\n\
+         echo 'done 1'\n",
+    );
+    let mut run = bts_command()
+        .args(["run", "--progress", "never", "--workers", "1", "exec", "--", program.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = dir.path().join("slow.sh.started");
+    wait_until(Duration::from_secs(30), || started.exists(), || "the job did not start".into());
+    signal(&run, "-INT");
+    wait_bounded(&mut run, Duration::from_secs(30));
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
+    assert!(log.contains("the stop waits for the jobs out with 1 worker"), "{log}");
+}
