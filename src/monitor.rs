@@ -254,7 +254,7 @@ impl Monitor {
                 // Random polling: no job list and no budget, the nodes wait on the workers' stacks.
                 None => format!("  stacks {queued}  {busy}"),
             };
-            s += &estimate_text(guess, nodes as f64, self.rate);
+            s += &estimate_text(guess, nodes as f64, self.rate, workers > 0);
             (s, fraction_done(guess, nodes as f64))
         };
         match &mut self.display {
@@ -357,8 +357,9 @@ fn fraction_done(guess: Guess, nodes: f64) -> Option<f64> {
 }
 
 /// `  ~63% of ~3.24G ±8%  ETA 42 s` (the ± is twice the standard error, about 95% of the time), or
-/// `  total unknown` when the probes cannot support a figure.
-fn estimate_text(guess: Guess, nodes: f64, rate: f64) -> String {
+/// `  total unknown` when the probes cannot support a figure. No ETA while no worker is there
+/// (a listening run waiting for its workers): the rate is then the past's.
+fn estimate_text(guess: Guess, nodes: f64, rate: f64, working: bool) -> String {
     let Guess::Total { total, std_error } = guess else {
         return "  total unknown".to_string();
     };
@@ -367,7 +368,7 @@ fn estimate_text(guess: Guess, nodes: f64, rate: f64) -> String {
     if total > 0.0 {
         s += &format!(" ±{:.0}%", 100.0 * 2.0 * std_error / total);
     }
-    if rate > 0.0 {
+    if rate > 0.0 && working {
         s += &format!("  ETA {}", duration((total - nodes).max(0.0) / rate));
     }
     s
@@ -423,8 +424,9 @@ mod tests {
     #[test]
     fn estimates_show_their_error_or_say_unknown() {
         let guess = Guess::Total { total: 4_000_000.0, std_error: 100_000.0 };
-        assert_eq!(estimate_text(guess, 1_000_000.0, 1e6), "  ~25% of ~4.00M ±5%  ETA 3 s");
-        assert_eq!(estimate_text(Guess::Unknown, 1_000_000.0, 1e6), "  total unknown");
+        assert_eq!(estimate_text(guess, 1_000_000.0, 1e6, true), "  ~25% of ~4.00M ±5%  ETA 3 s");
+        assert_eq!(estimate_text(guess, 1_000_000.0, 1e6, false), "  ~25% of ~4.00M ±5%", "no workers, no ETA");
+        assert_eq!(estimate_text(Guess::Unknown, 1_000_000.0, 1e6, true), "  total unknown");
         assert_eq!(fraction_done(Guess::Unknown, 5.0), None);
     }
 }
