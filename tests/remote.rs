@@ -1133,3 +1133,22 @@ fn a_missing_token_file_is_made_by_the_master_and_read_by_the_workers() {
     assert!(!stderr(&again).contains("made a new token"), "{}", stderr(&again));
     assert_eq!(std::fs::read_to_string(&token).unwrap(), text);
 }
+
+/// A worker told to stop just as its master dropped it (here suspended past --worker-timeout)
+/// leaves as cleanly as it could, exit 0: the master redoes its jobs.
+#[test]
+fn a_dropped_worker_told_to_stop_exits_0() {
+    let master = Master::start(&["--workers", "1", "--worker-timeout", "1", "uts", "--preset", "T1", "-g", "20"]);
+    let w = worker(&["--connect", &master.address, "--threads", "1"]);
+    std::thread::sleep(Duration::from_millis(700));
+    signal(&w, "-STOP");
+    std::thread::sleep(Duration::from_millis(2500));
+    // Delivered as it continues.
+    signal(&w, "-INT");
+    signal(&w, "-CONT");
+    let (code, log) = worker_output(w);
+    assert_eq!(code, Some(0), "{log}");
+    let (code, s, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert_t1(&s);
+}

@@ -72,6 +72,15 @@ pub fn work(registry: &Registry, mut options: RemoteOptions) -> Result<Exit, Cli
                 );
                 continue;
             }
+            // Told to stop as it lost its master (dropped for a suspend past --worker-timeout, a
+            // cut, the master gone): the jobs it held are the master's to redo, or a resumed run's,
+            // so it has left as cleanly as it could.
+            Err(RemoteError::Lost(why)) => {
+                crate::logging::say!(
+                    "bts: left the run; the master had lost this worker already ({why}), and does its jobs again"
+                );
+                return Ok(Exit::Complete);
+            }
             Err(RemoteError::Unreachable(e)) if series.is_some() => {
                 return Err(CliError::failure(format!(
                     "lost the master ({last_loss}), and cannot reach it again: {e}"
