@@ -681,7 +681,7 @@ impl Observer for Hooks<'_> {
             self.stopping_since = None;
             let remote = match &self.saver.options.listen {
                 Some(l) => format!(
-                    " (a remote worker silent for --worker-timeout, {} s, is dropped)",
+                    " (remote workers silent for --worker-timeout, {} s, are dropped)",
                     l.worker_timeout.as_secs_f64()
                 ),
                 None => String::new(),

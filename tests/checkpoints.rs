@@ -759,6 +759,7 @@ fn a_failed_final_checkpoint_still_reports_the_run_and_keeps_the_previous_one() 
     assert!(err.contains("bts: stopped early") || err.contains("nodes,"), "no summary: {err}");
     assert!(err.contains(&format!("cannot write the checkpoint {ck_s}")), "{err}");
     assert!(err.contains("still valid"), "{err}");
+    assert!(err.contains(&format!("the stop file {} appeared: stopping", stop.display())), "{err}");
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(s["outcome"], "stop-file");
     assert!(s["nodes"].as_u64().unwrap() > 0);

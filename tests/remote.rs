@@ -202,6 +202,11 @@ fn a_worker_says_what_it_waits_for() {
     let empty = dir.path().join("empty");
     std::fs::write(&empty, "").unwrap();
     for (args, waiting, error) in [
+        (
+            vec!["--connect-file", empty.to_str().unwrap(), "--retry", "2.5"],
+            true,
+            "to hold an address (for 2.5 s at most)",
+        ),
         (vec!["--connect-file", empty.to_str().unwrap(), "--retry", "2.5"], true, "held no address within 2.5 s"),
         (vec!["--connect-file", "/nonexistent/address", "--retry", "2.5"], true, "did not appear within 2.5 s"),
         (vec!["--connect", "127.0.0.1:1", "--retry", "2.5"], true, "cannot connect to the master at 127.0.0.1:1"),

@@ -265,8 +265,11 @@ impl Timers {
         }
         let mut stop = None;
         if self.stop_file.is_some_and(|at| now >= at) {
-            if options.stop_file.as_ref().is_some_and(|f| f.exists()) {
-                tracing::info!("stop file found: stopping");
+            if let Some(file) = options.stop_file.as_ref().filter(|f| f.exists()) {
+                tracing::warn!(
+                    "the stop file {} appeared: stopping once the workers hand their work back",
+                    file.display()
+                );
                 stop = Some(StopReason::StopFile);
                 self.stop_file = None;
             } else {

@@ -180,12 +180,16 @@ impl Place {
     pub const LOCAL: Place = Place(0);
 }
 
-/// Where a job failed, and how (for the message if it fails again).
+/// Where a job failed, and how the first time (for the message if it fails the run).
 #[derive(Clone, Debug)]
 struct Earlier {
-    place: Place,
+    places: Vec<Place>,
     failure: JobFailure,
 }
+
+/// A job that failed in this many places fails the run: it is the tree's or the program's fault,
+/// not one host's (a run with fewer places fails once it failed in each).
+const FAILING_PLACES: usize = 3;
 
 #[derive(Clone, Debug)]
 struct WorkerSlot {
@@ -328,10 +332,14 @@ impl Scheduler {
             FromWorker::Failed(failure) => {
                 let job = self.take_in_flight(worker, failure.id).map_err(violation)?;
                 let place = self.workers.get(&worker).map_or(Place::LOCAL, |s| s.place);
-                if !failure.given_up && job.earlier.is_none() && self.elsewhere(place) && self.stop.is_none() {
+                let mut places = job.earlier.as_ref().map_or_else(Vec::new, |e| e.places.clone());
+                places.push(place);
+                if !failure.given_up && places.len() < FAILING_PLACES && self.elsewhere(&places) && self.stop.is_none()
+                {
                     tracing::warn!(worker, node = %failure.node, "the job failed ({}); it is tried on a worker elsewhere", failure.message);
-                    let earlier = Earlier { place, failure };
-                    self.retries.push((Pending { depth: job.depth, node: job.node }, earlier));
+                    let first = job.earlier.as_ref().map_or(failure, |e| e.failure.clone());
+                    self.retries
+                        .push((Pending { depth: job.depth, node: job.node }, Earlier { places, failure: first }));
                     self.dispatch();
                     return Ok(());
                 }
@@ -350,7 +358,11 @@ impl Scheduler {
                     let mut failure = failure;
                     if let Some(earlier) = earlier {
                         let before = earlier.failure.message;
-                        failure.message = format!("{}; it had failed elsewhere too: {before}", failure.message);
+                        let elsewhere = match earlier.places.len() {
+                            1 => "elsewhere".to_string(),
+                            n => format!("on {n} other machines; the first time"),
+                        };
+                        failure.message = format!("{}; it had failed {elsewhere} too: {before}", failure.message);
                     }
                     tracing::error!(worker, node = %failure.node, "job failed: {}", failure.message);
                     self.failure.get_or_insert(failure);
@@ -456,8 +468,8 @@ impl Scheduler {
     // ----- internals -----
 
     /// The run has a worker away from `place` that may take jobs.
-    fn elsewhere(&self, place: Place) -> bool {
-        self.workers.values().any(|s| s.place != place && !self.shunned.contains(&s.place))
+    fn elsewhere(&self, places: &[Place]) -> bool {
+        self.workers.values().any(|s| !places.contains(&s.place) && !self.shunned.contains(&s.place))
     }
 
     /// A job out with a worker that is gone goes back where it came from: a retry to the retries,
@@ -522,16 +534,23 @@ impl Scheduler {
         for r in reports {
             let job = self.in_flight.remove(&r.id).expect("checked above");
             self.reserved = self.reserved.saturating_sub(job.budget.0);
-            if let Some(earlier) = &job.earlier
-                && !self.shunned.contains(&earlier.place)
-            {
-                tracing::error!(
-                    "the job at node {} failed on one worker and succeeded on another: the workers where it failed \
-                     get no more jobs (check that host's set-up; stop its bts worker): {}",
-                    earlier.failure.node,
-                    earlier.failure.message
-                );
-                self.shunned.push(earlier.place);
+            if let Some(earlier) = &job.earlier {
+                for &place in &earlier.places {
+                    if self.shunned.contains(&place) {
+                        continue;
+                    }
+                    let which = match place {
+                        Place::LOCAL => "the master's own threads get no more jobs (check this host's set-up)",
+                        _ => {
+                            "the remote worker where it failed gets no more jobs (check its host's set-up, and stop it)"
+                        }
+                    };
+                    let (node, why) = (&earlier.failure.node, &earlier.failure.message);
+                    tracing::error!(
+                        "the job at node {node} failed and then succeeded on another worker: {which}: {why}"
+                    );
+                    self.shunned.push(place);
+                }
             }
             let t = &mut self.totals;
             t.nodes += r.visited;
@@ -625,9 +644,17 @@ impl Scheduler {
             return;
         }
         self.peak_queued = self.peak_queued.max(self.list.len() + self.retries.len());
+        // With only barred workers left (the others gone), the bar is lifted: a job that fails
+        // there then fails the run, as it would have with no other machine, instead of the run
+        // waiting for ever on workers it gives nothing to.
+        let work = !self.list.is_empty() || !self.retries.is_empty();
+        if work && !self.shunned.is_empty() && self.workers.values().all(|s| self.shunned.contains(&s.place)) {
+            tracing::warn!("only workers where jobs failed are left: they get jobs again");
+            self.shunned.clear();
+        }
         // A job that failed somewhere and has no worker elsewhere left fails the run, as it would
         // have at once with no worker elsewhere.
-        if let Some(i) = self.retries.iter().position(|(_, e)| !self.elsewhere(e.place)) {
+        if let Some(i) = self.retries.iter().position(|(_, e)| !self.elsewhere(&e.places)) {
             let (pending, earlier) = self.retries.remove(i);
             self.list.put_back(pending);
             tracing::error!(node = %earlier.failure.node, "job failed, and no worker elsewhere is left to try it: {}", earlier.failure.message);
@@ -687,7 +714,7 @@ impl Scheduler {
                 break;
             }
             // A job that failed elsewhere first, to settle soon whether that place can work.
-            let (pending, earlier) = match self.retries.iter().position(|(_, e)| e.place != place) {
+            let (pending, earlier) = match self.retries.iter().position(|(_, e)| !e.places.contains(&place)) {
                 Some(i) => {
                     let (pending, earlier) = self.retries.remove(i);
                     (pending, Some(earlier))

@@ -695,13 +695,14 @@ enum Step {
 }
 
 /// Runs a scheduler with one worker at each of `places` (worker i at places[i]) to its end:
-/// `fails(worker, job)` says whether the worker fails the job instead of running it. Returns the
-/// outcome, the sorted records, what happened to each job in order (worker, depth, node), and the
-/// scheduler.
+/// `fails(worker, job)` says whether the worker fails the job instead of running it; worker
+/// `gone.0` disconnects before the `gone.1`th job is run. Returns the outcome, the sorted records,
+/// what happened to each job in order (worker, depth, node), and the scheduler.
 #[allow(clippy::type_complexity)]
 fn run_with_failures(
     places: &[Place],
     fails: impl Fn(u64, &Job) -> bool,
+    mut gone: Option<(u64, usize)>,
 ) -> (Outcome, Vec<String>, Vec<(Step, u64, u32, Vec<u8>)>, Scheduler) {
     let searcher = TreeSearcher::new(Recorded(Queens::new(6)));
     let config = SchedulerConfig {
@@ -723,6 +724,13 @@ fn run_with_failures(
                     queued.push_back((worker, job));
                 }
             }
+        }
+        let done = log.iter().filter(|e| e.0 != Step::Sent).count();
+        if let Some((leaver, _)) = gone.filter(|&(_, at)| done == at) {
+            gone = None;
+            scheduler.handle_disconnect(leaver);
+            queued.retain(|(w, _)| *w != leaver);
+            continue;
         }
         let Some((worker, job)) = queued.pop_front() else { break };
         let step = if fails(worker, &job) { Step::Failed } else { Step::Done };
@@ -751,7 +759,7 @@ fn jobs_that_fail_in_one_place_are_tried_in_another_which_then_takes_the_run() {
     let (_, _, _, records) = sequential(&Recorded(Queens::new(6)));
     for bad in [0u64, 1] {
         let places = [Place::LOCAL, Place(7)];
-        let (outcome, got_records, log, _) = run_with_failures(&places, |worker, _| worker == bad);
+        let (outcome, got_records, log, _) = run_with_failures(&places, |worker, _| worker == bad, None);
         assert_eq!(outcome, Outcome::Complete, "bad worker {bad}");
         assert_eq!(got_records, records, "bad worker {bad}");
         let failed: Vec<&Vec<u8>> = log.iter().filter(|e| e.0 == Step::Failed).map(|e| &e.3).collect();
@@ -771,7 +779,7 @@ fn jobs_that_fail_in_one_place_are_tried_in_another_which_then_takes_the_run() {
 fn a_job_that_fails_in_two_places_or_with_nowhere_else_fails_the_run() {
     // Every job of depth 2 fails, wherever it runs.
     let doomed = |_: u64, job: &Job| job.depth == 2;
-    let (outcome, _, log, scheduler) = run_with_failures(&[Place::LOCAL, Place(7)], doomed);
+    let (outcome, _, log, scheduler) = run_with_failures(&[Place::LOCAL, Place(7)], doomed, None);
     let Outcome::Failed(failure) = outcome else { panic!("{outcome:?}") };
     assert!(failure.message.contains("it had failed elsewhere too: cannot open queens.py"), "{}", failure.message);
     // The job that failed twice failed once on each worker, and the checkpoint keeps it.
@@ -782,7 +790,35 @@ fn a_job_that_fails_in_two_places_or_with_nowhere_else_fails_the_run() {
     assert!(scheduler.pending_jobs().iter().any(|p| p.node.as_slice() == twice.3.as_slice()));
 
     // Two workers in one place: nowhere else to try, so the first failure ends the run.
-    let (outcome, _, log, _) = run_with_failures(&[Place(7), Place(7)], doomed);
+    let (outcome, _, log, _) = run_with_failures(&[Place(7), Place(7)], doomed, None);
     assert!(matches!(outcome, Outcome::Failed(ref f) if !f.message.contains("elsewhere")), "{outcome:?}");
     assert_eq!(log.iter().filter(|e| e.0 == Step::Failed).count(), 1);
+}
+
+/// Two hosts of three set up wrong: a job that failed on one of them and then on the other still
+/// gets its third machine, the good one, and the run completes.
+#[test]
+fn a_job_gets_three_machines_before_it_fails_the_run() {
+    let (_, _, _, records) = sequential(&Recorded(Queens::new(6)));
+    let places = [Place(5), Place(6), Place::LOCAL];
+    let (outcome, got, log, _) = run_with_failures(&places, |worker, _| worker < 2, None);
+    assert_eq!(outcome, Outcome::Complete);
+    assert_eq!(got, records);
+    let failed_twice = log
+        .iter()
+        .filter(|e| e.0 == Step::Failed)
+        .any(|a| log.iter().any(|b| b.0 == Step::Failed && b.3 == a.3 && b.1 != a.1));
+    assert!(failed_twice, "no job failed on both bad hosts: the test tests nothing");
+}
+
+/// Once the only workers left are barred ones (the good one left), the bar is lifted instead of
+/// the run waiting for ever: here their jobs fail again, and the run fails.
+#[test]
+fn barred_workers_left_alone_get_jobs_again() {
+    // The master's threads fail every job below the root; the remote worker leaves after 30 jobs.
+    let places = [Place::LOCAL, Place(7)];
+    let (outcome, _, log, _) = run_with_failures(&places, |worker, job| worker == 0 && job.depth > 0, Some((1, 30)));
+    assert!(matches!(outcome, Outcome::Failed(_)), "{outcome:?}");
+    let remote_done = log.iter().filter(|e| e.0 == Step::Done && e.1 == 1).count();
+    assert!(remote_done > 0, "the bar never came into play");
 }

@@ -3,7 +3,7 @@
 use super::args::WorkerArgs;
 use super::{CliError, Exit};
 use crate::Registry;
-use bts_worker::remote::{Ended, MasterAddress, RemoteError, RemoteOptions, wait_for_the_end, work_for};
+use bts_worker::remote::{Ended, MasterAddress, RemoteError, RemoteOptions, seconds, wait_for_the_end, work_for};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -58,17 +58,17 @@ pub fn work(registry: &Registry, mut options: RemoteOptions) -> Result<Exit, Cli
                 }
                 if left.is_zero() {
                     return Err(CliError::failure(format!(
-                        "lost the master {losses} times in {:.0} s, each soon after joining its run (the last: \
+                        "lost the master {losses} times in {} s, each soon after joining its run (the last: \
                          {why}); giving up (--retry {})",
-                        since.elapsed().as_secs_f64(),
-                        retry_for.as_secs_f64()
+                        seconds(since.elapsed()),
+                        seconds(retry_for)
                     )));
                 }
                 options.retry_for = left;
                 last_loss.clone_from(&why);
                 crate::logging::say!(
                     "bts: lost the master ({why}); joining its run again (for {} s at most)",
-                    left.as_secs().max(1)
+                    seconds(left)
                 );
                 continue;
             }

@@ -594,6 +594,20 @@ fn peer_listener(local: std::net::IpAddr, dialled: &str, token: &[u8]) -> Option
     Some((listener, announced))
 }
 
+/// `d` in seconds as people write them: `60`, `2.5`, `0.3` (not `2.99999998`).
+pub fn seconds(d: Duration) -> String {
+    let tenths = (d.as_secs_f64() * 10.0).round() / 10.0;
+    if tenths >= 10.0 || tenths.fract() == 0.0 { format!("{tenths:.0}") } else { format!("{tenths:.1}") }
+}
+
+/// The address file a worker reads, if it reads one.
+fn file_path(master: &MasterAddress) -> &std::path::Path {
+    match master {
+        MasterAddress::File(p) | MasterAddress::Rendezvous(p) => p,
+        MasterAddress::Fixed(_) => std::path::Path::new(""),
+    }
+}
+
 /// A worker that has not reached its master after this long says that it waits.
 const WAITING_SAID_AFTER: Duration = Duration::from_secs(2);
 
@@ -639,7 +653,7 @@ async fn connect(
                 return Err(RemoteError::Unreachable(format!("rank 0 (the master) could not start the run: {why}")));
             }
             file if Instant::now() >= deadline => {
-                let waited = options.retry_for.as_secs_f64();
+                let waited = seconds(options.retry_for);
                 let path = match &options.master {
                     MasterAddress::File(p) | MasterAddress::Rendezvous(p) => p.display().to_string(),
                     MasterAddress::Fixed(a) => a.clone(),
@@ -653,12 +667,18 @@ async fn connect(
                     "the master's address file {path} {what} within {waited} s"
                 )));
             }
-            _ => {
+            file => {
                 if say_waiting.is_some_and(|at| Instant::now() >= at) {
                     say_waiting = None;
+                    let (retry, path) = (seconds(options.retry_for), file_path(&options.master));
+                    let what = match file {
+                        AddressFile::Missing if path.exists() => "to hold an address",
+                        AddressFile::Missing => "to appear",
+                        _ => "to name a master of this run",
+                    };
                     tracing::warn!(
-                        "waiting for the master's address file (for {} s at most)",
-                        options.retry_for.as_secs_f64()
+                        "waiting for the master's address file {} {what} (for {retry} s at most)",
+                        path.display()
                     );
                 }
                 tokio::time::sleep(pause).await;
@@ -674,7 +694,7 @@ async fn connect(
             Err(e) => {
                 if say_waiting.is_some_and(|at| Instant::now() >= at) {
                     say_waiting = None;
-                    let retry = options.retry_for.as_secs_f64();
+                    let retry = seconds(options.retry_for);
                     tracing::warn!("waiting for the master at {address} ({e}; trying for {retry} s at most)");
                 }
                 tracing::debug!("cannot connect to {address} yet: {e}");
@@ -905,6 +925,12 @@ mod tests {
     use std::net::{IpAddr, Ipv4Addr};
 
     const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn seconds_read_as_people_write_them() {
+        let s = |x: f64| seconds(Duration::from_secs_f64(x));
+        assert_eq!([s(60.0), s(2.5), s(2.99999998), s(0.3), s(12.7)], ["60", "2.5", "3", "0.3", "13"]);
+    }
 
     /// Where a listener from [`peer_listener`] listens, and what it is announced as.
     fn peer_listener_at(local: IpAddr, dialled: &str, token: &[u8]) -> (IpAddr, String, u16) {
