@@ -334,6 +334,13 @@ impl Scheduler {
                 let place = self.workers.get(&worker).map_or(Place::LOCAL, |s| s.place);
                 let mut places = job.earlier.as_ref().map_or_else(Vec::new, |e| e.places.clone());
                 places.push(place);
+                // Only barred workers could try it: failures that come and go (a flaky host)
+                // barred them; they get jobs again rather than the run failing for it.
+                let untried = self.workers.values().any(|s| !places.contains(&s.place));
+                if untried && !self.elsewhere(&places) && places.len() < FAILING_PLACES && !failure.given_up {
+                    tracing::warn!("no other worker gets jobs: the workers where jobs failed get jobs again");
+                    self.shunned.clear();
+                }
                 if !failure.given_up && places.len() < FAILING_PLACES && self.elsewhere(&places) && self.stop.is_none()
                 {
                     tracing::warn!(worker, node = %failure.node, "the job failed ({}); it is tried on a worker elsewhere", failure.message);

@@ -822,3 +822,18 @@ fn barred_workers_left_alone_get_jobs_again() {
     let remote_done = log.iter().filter(|e| e.0 == Step::Done && e.1 == 1).count();
     assert!(remote_done > 0, "the bar never came into play");
 }
+
+/// Failures that come and go: every job fails on exactly one of three machines (which one depends
+/// on the node). Each failure bars a machine once the job succeeds elsewhere; once every other
+/// machine is barred, the bar is lifted rather than the run failed, and the run completes.
+#[test]
+fn failures_that_come_and_go_do_not_fail_the_run() {
+    let (_, _, _, records) = sequential(&Recorded(Queens::new(6)));
+    let places = [Place::LOCAL, Place(5), Place(6)];
+    let fails = |worker: u64, job: &Job| job.node.as_slice().iter().map(|&b| u64::from(b)).sum::<u64>() % 3 == worker;
+    let (outcome, got, log, _) = run_with_failures(&places, fails, None);
+    assert_eq!(outcome, Outcome::Complete);
+    assert_eq!(got, records);
+    let failing: std::collections::BTreeSet<u64> = log.iter().filter(|e| e.0 == Step::Failed).map(|e| e.1).collect();
+    assert_eq!(failing.len(), 3, "every machine failed a job: {failing:?}");
+}
