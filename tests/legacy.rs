@@ -927,7 +927,10 @@ fn a_remote_worker_whose_jobs_fail_is_shunned_and_the_run_completes() {
         String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with('c')).map(String::from).collect();
     assert_eq!(sorted(&records.join("\n")).len(), 100);
     assert!(log.contains("it is tried on a worker elsewhere"), "{log}");
-    assert!(log.contains("get no more jobs") && log.contains("./data: no such file"), "{log}");
+    assert!(
+        log.contains("the remote worker where it failed gets no more jobs") && log.contains("./data: no such file"),
+        "{log}"
+    );
     let w = worker.wait_with_output().unwrap();
     assert_eq!(w.status.code(), Some(0), "{}", stderr(&w));
 }
