@@ -933,6 +933,8 @@ fn a_remote_worker_whose_jobs_fail_is_shunned_and_the_run_completes() {
     );
     let w = worker.wait_with_output().unwrap();
     assert_eq!(w.status.code(), Some(0), "{}", stderr(&w));
+    let told = "the master gives this worker no more jobs: the job at node \"c";
+    assert_eq!(stderr(&w).matches(told).count(), 1, "{}", stderr(&w));
 }
 
 /// A stop that waits long for the jobs out with workers says so (here a job of 5 s).

@@ -557,6 +557,10 @@ impl Scheduler {
                         "the job at node {node} failed and then succeeded on another worker: {which}: {why}"
                     );
                     self.shunned.push(place);
+                    let told = format!("the job at node {node} failed here and succeeded on another worker: {why}");
+                    for (&id, _) in self.workers.iter().filter(|(_, s)| s.place == place) {
+                        self.outbox.push_back((id, ToWorker::Barred(told.clone())));
+                    }
                 }
             }
             let t = &mut self.totals;

@@ -111,7 +111,7 @@ impl Sim {
                 match message {
                     ToWorker::Jobs(jobs) => w.queue.extend(jobs),
                     ToWorker::Incumbent(incumbent) => w.runner.raise(incumbent),
-                    ToWorker::Finish | ToWorker::Stopping => {}
+                    ToWorker::Finish | ToWorker::Stopping | ToWorker::Barred(_) => {}
                 }
             }
         }
@@ -692,6 +692,8 @@ enum Step {
     Sent,
     Failed,
     Done,
+    /// The worker was told it gets no more jobs.
+    Barred,
 }
 
 /// Runs a scheduler with one worker at each of `places` (worker i at places[i]) to its end:
@@ -718,11 +720,15 @@ fn run_with_failures(
     let mut queued: VecDeque<(u64, Job)> = VecDeque::new();
     while scheduler.outcome().is_none() {
         while let Some((worker, message)) = scheduler.poll_send() {
-            if let ToWorker::Jobs(jobs) = message {
-                for job in jobs {
-                    log.push((Step::Sent, worker, job.depth, job.node.as_slice().to_vec()));
-                    queued.push_back((worker, job));
+            match message {
+                ToWorker::Jobs(jobs) => {
+                    for job in jobs {
+                        log.push((Step::Sent, worker, job.depth, job.node.as_slice().to_vec()));
+                        queued.push_back((worker, job));
+                    }
                 }
+                ToWorker::Barred(_) => log.push((Step::Barred, worker, 0, Vec::new())),
+                _ => {}
             }
         }
         let done = log.iter().filter(|e| e.0 != Step::Sent).count();
@@ -766,10 +772,12 @@ fn jobs_that_fail_in_one_place_are_tried_in_another_which_then_takes_the_run() {
         assert!(!failed.is_empty(), "bad worker {bad} got no job");
         // Each failed job was done elsewhere.
         assert!(failed.iter().all(|&n| log.iter().any(|e| e.0 == Step::Done && &e.3 == n)), "bad worker {bad}");
-        // No job went to the bad worker once one it failed was done elsewhere.
+        // No job went to the bad worker once one it failed was done elsewhere, and it was told so.
         let settled = log.iter().position(|e| e.0 == Step::Done && failed.contains(&&e.3)).unwrap();
         let late: Vec<_> = log[settled..].iter().filter(|e| e.0 == Step::Sent && e.1 == bad).collect();
         assert!(late.is_empty(), "bad worker {bad}: {late:?}");
+        let told: Vec<u64> = log.iter().filter(|e| e.0 == Step::Barred).map(|e| e.1).collect();
+        assert_eq!(told, [bad], "bad worker {bad}");
     }
 }
 

@@ -15,6 +15,9 @@ pub enum ToWorker {
     /// The run stops: finish the jobs out, but give up whatever would only hold the stop up (a
     /// legacy program's failed job is not tried again). Sent once, at once, to every worker.
     Stopping,
+    /// Jobs failed here and succeeded elsewhere: this worker gets no more jobs (unless no other
+    /// worker is left), and its host's set-up should be checked. Why, for its log.
+    Barred(String),
 }
 
 /// Worker to master.

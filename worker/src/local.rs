@@ -78,8 +78,8 @@ pub fn run_worker(
                 }
                 ToWorker::Finish => return,
                 // For the searcher, which its process tells at once (a thread hears it only
-                // between jobs).
-                ToWorker::Stopping => {}
+                // between jobs); a bar is the master's to log for its own threads.
+                ToWorker::Stopping | ToWorker::Barred(_) => {}
             }
         }
 

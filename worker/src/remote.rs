@@ -817,7 +817,7 @@ async fn read_loop(
 ) -> Result<Ended, RemoteError> {
     let threads = inboxes.len();
     let mut finished = vec![false; threads];
-    let mut leaving = false;
+    let (mut leaving, mut barred) = (false, false);
     loop {
         let frame = tokio::select! {
             frame = next_frame(master, silence) => frame?,
@@ -835,6 +835,12 @@ async fn read_loop(
             Some(MasterFrame::Message { .. }) if leaving => {}
             // At once, not after the threads' current jobs: it is about them.
             Some(MasterFrame::Message { message: ToWorker::Stopping, .. }) => searcher.stopping(),
+            // Sent to each thread: said once.
+            Some(MasterFrame::Message { message: ToWorker::Barred(why), .. }) => {
+                if !std::mem::replace(&mut barred, true) {
+                    tracing::error!("the master gives this worker no more jobs: {why}");
+                }
+            }
             // The run ended as this process left.
             None if leaving => return Ok(Ended::Left),
             Some(MasterFrame::Message { thread, message }) => {
