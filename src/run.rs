@@ -676,19 +676,23 @@ impl Observer for Hooks<'_> {
         if let Some(m) = &mut self.monitor {
             m.tick(scheduler);
         }
-        let busy = scheduler.busy_workers();
-        if self.stopping_since.is_some_and(|at| at.elapsed() >= STOP_WAIT_SAID_AFTER) && busy > 0 {
-            self.stopping_since = None;
-            let remote = match &self.saver.options.listen {
-                Some(l) => format!(
-                    " (remote workers silent for --worker-timeout, {} s, are dropped)",
-                    l.worker_timeout.as_secs_f64()
-                ),
-                None => String::new(),
-            };
-            let workers = crate::summary::plural(busy as u64, "workers");
-            tracing::warn!("the stop waits for the jobs out with {workers}{remote}");
+        if self.stopping_since.is_none_or(|at| at.elapsed() < STOP_WAIT_SAID_AFTER) {
+            return;
         }
+        let busy = scheduler.busy_workers();
+        if busy == 0 {
+            return;
+        }
+        self.stopping_since = None;
+        let remote = match &self.saver.options.listen {
+            Some(l) => {
+                let timeout = bts_worker::remote::seconds(l.worker_timeout);
+                format!(" (remote workers silent for --worker-timeout, {timeout} s, are dropped)")
+            }
+            None => String::new(),
+        };
+        let workers = crate::summary::plural(busy as u64, "workers");
+        tracing::warn!("the stop waits for the jobs out with {workers}{remote}");
     }
 
     fn checkpoint(&mut self, run: &dyn RunView, at: SavePoint) -> io::Result<()> {

@@ -14,13 +14,14 @@ pub struct BudgetSummary {
     pub last: u64,
 }
 
-/// A budget, `null` when it has no limit (`--budget inf`): JSON readers that keep numbers as
-/// doubles would turn u64::MAX into a different number.
-pub fn unlimited_as_null<S: Serializer>(budget: &u64, s: S) -> Result<S::Ok, S::Error> {
-    match *budget {
-        u64::MAX => s.serialize_none(),
-        b => s.serialize_u64(b),
-    }
+/// A budget as JSON gives it: `None` (`null`) when it has no limit (`--budget inf`), for readers
+/// that keep numbers as doubles would turn u64::MAX into a different number.
+pub fn limited(budget: u64) -> Option<u64> {
+    (budget != u64::MAX).then_some(budget)
+}
+
+fn unlimited_as_null<S: Serializer>(budget: &u64, s: S) -> Result<S::Ok, S::Error> {
+    limited(*budget).serialize(s)
 }
 
 /// The fields of `--summary-json` (see README, "Summary").

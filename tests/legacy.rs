@@ -847,17 +847,22 @@ esac
     assert!(stderr(&o).contains("a node returned at depth 1, not below the job's depth"), "{}", stderr(&o));
 }
 
+/// `slow.sh` in `dir`: the root has one child, `a`, whose job touches `slow.sh.started` and then
+/// takes `seconds`.
+fn slow_program(dir: &Path, seconds: u32) -> PathBuf {
+    let text = format!(
+        "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a';;\na) touch \"$0.started\"; sleep {seconds};;\nesac\n\
+         echo 'done 1'\n"
+    );
+    script(dir, "slow.sh", &text)
+}
+
 /// A remote worker whose master is gone gives up its running jobs (the master had put them back
 /// in its list): it leaves after `--retry` seconds, not when a long job ends.
 #[test]
 fn a_worker_that_loses_its_master_gives_up_its_jobs() {
     let dir = tempfile::tempdir().unwrap();
-    let program = script(
-        dir.path(),
-        "slow.sh",
-        "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a';;\na) touch \"$0.started\"; sleep 30;;\nesac\n\
-         echo 'done 1'\n",
-    );
+    let program = slow_program(dir.path(), 30);
     let address = dir.path().join("address");
     let mut master = bts_command()
         .args(["run", "--progress", "never", "--workers", "0", "--listen", "127.0.0.1:0", "--address-file"])
@@ -941,12 +946,7 @@ fn a_remote_worker_whose_jobs_fail_is_shunned_and_the_run_completes() {
 #[test]
 fn a_stop_that_waits_for_its_workers_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let program = script(
-        dir.path(),
-        "slow.sh",
-        "#!/bin/sh\ncase \"$BTS_NODE\" in\nroot) echo 'unexplored 1 a';;\na) touch \"$0.started\"; sleep 5;;\nesac\n\
-         echo 'done 1'\n",
-    );
+    let program = slow_program(dir.path(), 5);
     let mut run = bts_command()
         .args(["run", "--progress", "never", "--workers", "1", "exec", "--", program.to_str().unwrap()])
         .stderr(std::process::Stdio::piped())

@@ -334,15 +334,15 @@ impl Scheduler {
                 let place = self.workers.get(&worker).map_or(Place::LOCAL, |s| s.place);
                 let mut places = job.earlier.as_ref().map_or_else(Vec::new, |e| e.places.clone());
                 places.push(place);
+                let may_retry = !failure.given_up && places.len() < FAILING_PLACES && self.stop.is_none();
                 // Only barred workers could try it: failures that come and go (a flaky host)
                 // barred them; they get jobs again rather than the run failing for it.
                 let untried = self.workers.values().any(|s| !places.contains(&s.place));
-                if untried && !self.elsewhere(&places) && places.len() < FAILING_PLACES && !failure.given_up {
+                if may_retry && untried && !self.elsewhere(&places) {
                     tracing::warn!("no other worker gets jobs: the workers where jobs failed get jobs again");
                     self.shunned.clear();
                 }
-                if !failure.given_up && places.len() < FAILING_PLACES && self.elsewhere(&places) && self.stop.is_none()
-                {
+                if may_retry && self.elsewhere(&places) {
                     tracing::warn!(worker, node = %failure.node, "the job failed ({}); it is tried on a worker elsewhere", failure.message);
                     let first = job.earlier.as_ref().map_or(failure, |e| e.failure.clone());
                     self.retries
@@ -479,6 +479,27 @@ impl Scheduler {
         self.workers.values().any(|s| !places.contains(&s.place) && !self.shunned.contains(&s.place))
     }
 
+    /// A job that failed in `earlier.places` succeeded elsewhere: those places get no more jobs,
+    /// and their workers are told why.
+    fn bar(&mut self, earlier: &Earlier) {
+        let (node, why) = (&earlier.failure.node, &earlier.failure.message);
+        for &place in &earlier.places {
+            if self.shunned.contains(&place) {
+                continue;
+            }
+            let which = match place {
+                Place::LOCAL => "the master's own threads get no more jobs (check this host's set-up)",
+                _ => "the remote worker where it failed gets no more jobs (check its host's set-up, and stop it)",
+            };
+            tracing::error!("the job at node {node} failed and then succeeded on another worker: {which}: {why}");
+            self.shunned.push(place);
+            let told = format!("the job at node {node} failed here and succeeded on another worker: {why}");
+            for (&id, _) in self.workers.iter().filter(|(_, s)| s.place == place) {
+                self.outbox.push_back((id, ToWorker::Barred(told.clone())));
+            }
+        }
+    }
+
     /// A job out with a worker that is gone goes back where it came from: a retry to the retries,
     /// where it keeps why it failed.
     fn put_back(&mut self, job: InFlight) {
@@ -542,26 +563,7 @@ impl Scheduler {
             let job = self.in_flight.remove(&r.id).expect("checked above");
             self.reserved = self.reserved.saturating_sub(job.budget.0);
             if let Some(earlier) = &job.earlier {
-                for &place in &earlier.places {
-                    if self.shunned.contains(&place) {
-                        continue;
-                    }
-                    let which = match place {
-                        Place::LOCAL => "the master's own threads get no more jobs (check this host's set-up)",
-                        _ => {
-                            "the remote worker where it failed gets no more jobs (check its host's set-up, and stop it)"
-                        }
-                    };
-                    let (node, why) = (&earlier.failure.node, &earlier.failure.message);
-                    tracing::error!(
-                        "the job at node {node} failed and then succeeded on another worker: {which}: {why}"
-                    );
-                    self.shunned.push(place);
-                    let told = format!("the job at node {node} failed here and succeeded on another worker: {why}");
-                    for (&id, _) in self.workers.iter().filter(|(_, s)| s.place == place) {
-                        self.outbox.push_back((id, ToWorker::Barred(told.clone())));
-                    }
-                }
+                self.bar(earlier);
             }
             let t = &mut self.totals;
             t.nodes += r.visited;

@@ -610,18 +610,23 @@ fn no_job_is_queued_ahead_while_the_list_is_shorter_than_the_threads() {
     assert_eq!(next.get(&1).map(Vec::len), Some(1), "{next:?}");
 }
 
-/// A report that cannot describe a run of its job (more leaves than nodes, its deepest node above
-/// its start) is a violation: nothing of it counts, and once the worker is dropped its job goes
-/// back to L, to be searched whole by another worker.
-#[test]
-fn implausible_reports_are_refused_and_their_jobs_searched_again() {
+/// A scheduler over 6-queens (every node a record) with fixed budgets of 3, and a runner for its jobs.
+fn six_queens_in_jobs_of_3() -> (Scheduler, Box<dyn JobRunner>) {
     let searcher = TreeSearcher::new(Recorded(Queens::new(6)));
     let config = SchedulerConfig {
         budget: BudgetConfig { initial: 3, fixed: true, ..Default::default() },
         ..Default::default()
     };
-    let mut scheduler = Scheduler::new(config, searcher.root().unwrap());
-    let mut runner = searcher.runner(RunnerSettings::default()).unwrap();
+    let scheduler = Scheduler::new(config, searcher.root().unwrap());
+    (scheduler, searcher.runner(RunnerSettings::default()).unwrap())
+}
+
+/// A report that cannot describe a run of its job (more leaves than nodes, its deepest node above
+/// its start) is a violation: nothing of it counts, and once the worker is dropped its job goes
+/// back to L, to be searched whole by another worker.
+#[test]
+fn implausible_reports_are_refused_and_their_jobs_searched_again() {
+    let (mut scheduler, mut runner) = six_queens_in_jobs_of_3();
     let (mut next_worker, mut output) = (0, Vec::new());
     scheduler.add_worker(next_worker, 1);
     let mut spoiled = 0;
@@ -706,13 +711,7 @@ fn run_with_failures(
     fails: impl Fn(u64, &Job) -> bool,
     mut gone: Option<(u64, usize)>,
 ) -> (Outcome, Vec<String>, Vec<(Step, u64, u32, Vec<u8>)>, Scheduler) {
-    let searcher = TreeSearcher::new(Recorded(Queens::new(6)));
-    let config = SchedulerConfig {
-        budget: BudgetConfig { initial: 3, fixed: true, ..Default::default() },
-        ..Default::default()
-    };
-    let mut scheduler = Scheduler::new(config, searcher.root().unwrap());
-    let mut runner = searcher.runner(RunnerSettings::default()).unwrap();
+    let (mut scheduler, mut runner) = six_queens_in_jobs_of_3();
     for (id, &place) in places.iter().enumerate() {
         scheduler.add_worker_at(id as u64, 1, place);
     }

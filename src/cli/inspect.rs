@@ -1,6 +1,7 @@
 //! `bts inspect <CHECKPOINT>`: what a checkpoint holds, as one JSON object.
 
 use super::{CliError, Exit};
+use crate::summary::limited;
 use serde_json::json;
 use std::path::Path;
 
@@ -30,7 +31,7 @@ pub fn inspect(path: &Path) -> Result<Exit, CliError> {
         "options": options_json(&ck.options),
         "counters": counters,
         "jobs": ck.jobs.len(),
-        "budget": unlimited(ck.budget.base),
+        "budget": limited(ck.budget.base),
         "elapsed_s": ck.elapsed_s,
         "segments": ck.segments,
         // `best_bytes`: the last of the committed bytes are a branch and bound's best records.
@@ -61,18 +62,13 @@ fn options_json(options: &bts_checkpoints::StoredOptions) -> serde_json::Value {
         bts_master::Order::Lifo => "lifo",
         bts_master::Order::Fifo => "fifo",
     };
-    value["budget"]["initial"] = unlimited(options.budget.initial);
+    value["budget"]["initial"] = json!(limited(options.budget.initial));
     value["mode"] = json!(mode);
     value["order"] = json!(order);
     if let Some(split) = split {
         value["split"] = json!(split);
     }
     value
-}
-
-/// A budget, `null` when it has no limit, as the summary writes it.
-fn unlimited(budget: u64) -> serde_json::Value {
-    if budget == u64::MAX { serde_json::Value::Null } else { json!(budget) }
 }
 
 /// `seconds` since the Unix epoch as an RFC 3339 UTC time.

@@ -600,7 +600,7 @@ pub fn seconds(d: Duration) -> String {
     if tenths >= 10.0 || tenths.fract() == 0.0 { format!("{tenths:.0}") } else { format!("{tenths:.1}") }
 }
 
-/// The address file a worker reads, if it reads one.
+/// The address file a worker reads (only a worker given one waits for its file).
 fn file_path(master: &MasterAddress) -> &std::path::Path {
     match master {
         MasterAddress::File(p) | MasterAddress::Rendezvous(p) => p,
@@ -652,34 +652,21 @@ async fn connect(
             AddressFile::Failed(Some(launch), why) if rendezvous && ours.as_ref() == Some(&launch) => {
                 return Err(RemoteError::Unreachable(format!("rank 0 (the master) could not start the run: {why}")));
             }
-            file if Instant::now() >= deadline => {
-                let waited = seconds(options.retry_for);
-                let path = match &options.master {
-                    MasterAddress::File(p) | MasterAddress::Rendezvous(p) => p.display().to_string(),
-                    MasterAddress::Fixed(a) => a.clone(),
-                };
-                let what = match file {
-                    AddressFile::Missing if std::path::Path::new(&path).exists() => "held no address",
-                    AddressFile::Missing => "did not appear",
-                    _ => "named no master of this run",
-                };
-                return Err(RemoteError::Unreachable(format!(
-                    "the master's address file {path} {what} within {waited} s"
-                )));
-            }
             file => {
+                let (path, retry) = (file_path(&options.master), seconds(options.retry_for));
+                let (awaited, lacked) = match file {
+                    AddressFile::Missing if path.exists() => ("to hold an address", "held no address"),
+                    AddressFile::Missing => ("to appear", "did not appear"),
+                    _ => ("to name a master of this run", "named no master of this run"),
+                };
+                let path = path.display();
+                if Instant::now() >= deadline {
+                    let why = format!("the master's address file {path} {lacked} within {retry} s");
+                    return Err(RemoteError::Unreachable(why));
+                }
                 if say_waiting.is_some_and(|at| Instant::now() >= at) {
                     say_waiting = None;
-                    let (retry, path) = (seconds(options.retry_for), file_path(&options.master));
-                    let what = match file {
-                        AddressFile::Missing if path.exists() => "to hold an address",
-                        AddressFile::Missing => "to appear",
-                        _ => "to name a master of this run",
-                    };
-                    tracing::warn!(
-                        "waiting for the master's address file {} {what} (for {retry} s at most)",
-                        path.display()
-                    );
+                    tracing::warn!("waiting for the master's address file {path} {awaited} (for {retry} s at most)");
                 }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(200));
