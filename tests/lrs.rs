@@ -64,6 +64,40 @@ fn with_linearities() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Equations that lrs finds redundant and makes inequalities (`*Input linearity in row N is
+/// redundant`): the Birkhoff polytope B3 (doubly stochastic 3×3 matrices: every row and column
+/// sum declared an equation, one of which the others imply), an equation given twice, and a
+/// V-representation whose line is given twice. Restarted from their cobases, lrs took other bases
+/// than the printed ones: records went missing or came twice, or jobs failed.
+fn with_redundant_linearities() -> Vec<(&'static str, String)> {
+    let mut birkhoff = Vec::new();
+    for cell in 0..9 {
+        birkhoff.push(format!("0 {}", (0..9).map(|j| if j == cell { "1" } else { "0" }).collect::<Vec<_>>().join(" ")));
+    }
+    for line in 0..6 {
+        // Rows 0..3 of the matrix, then its columns.
+        let in_sum = |cell: usize| if line < 3 { cell / 3 == line } else { cell % 3 == line - 3 };
+        birkhoff
+            .push(format!("-1 {}", (0..9).map(|c| if in_sum(c) { "1" } else { "0" }).collect::<Vec<_>>().join(" ")));
+    }
+    let mut twice = vec!["0 1 1 1".to_string(), "0 2 2 2".to_string()];
+    twice.extend((0..3).flat_map(|i| {
+        [1, -1].map(|sign| {
+            format!("1 {}", (0..3).map(|j| if i == j { sign } else { 0 }.to_string()).collect::<Vec<_>>().join(" "))
+        })
+    }));
+    let mut points = vec!["0 0 0 1".to_string(), "0 0 0 2".to_string()];
+    points.extend((0..4).map(|m| format!("1 {} {} 0", m & 1, m >> 1)));
+    vec![
+        ("birkhoff.ine", h_input("birkhoff-3", &birkhoff, 10, "linearity 6 10 11 12 13 14 15\n")),
+        ("twice.ine", h_input("twice", &twice, 4, "linearity 2 1 2\n")),
+        (
+            "line-twice.ext",
+            format!("line-twice\nV-representation\nlinearity 2 1 2\nbegin\n6 4 rational\n{}\nend\n", points.join("\n")),
+        ),
+    ]
+}
+
 /// Every input of the tests, by file name.
 fn inputs() -> Vec<(&'static str, String)> {
     let mut v = vec![
@@ -73,6 +107,7 @@ fn inputs() -> Vec<(&'static str, String)> {
         ("unbounded.ine", unbounded()),
     ];
     v.extend(with_linearities());
+    v.extend(with_redundant_linearities());
     v
 }
 
@@ -580,8 +615,16 @@ fn bad_inputs_are_refused_with_exit_2_and_lrss_message() {
     std::fs::write(&cut, &cube(3)[..cube(3).find("begin").unwrap() + 25]).unwrap();
     let empty = dir.path().join("empty.ine");
     std::fs::write(&empty, h_input("empty", &["-1 1 0", "-1 0 1", "1 -1 -1"].map(String::from), 3, "")).unwrap();
+    // lrs's manual: `nonnegative` cannot be used with `linearity`.
+    let nonnegative = dir.path().join("nonnegative.ine");
+    std::fs::write(
+        &nonnegative,
+        h_input("nn", &["1 -1 -1".into(), "1 -1 1".into()], 3, "nonnegative\nlinearity 1 1\n"),
+    )
+    .unwrap();
     let lrs_dir = dir.path().to_str().unwrap();
-    let cases: [(Vec<&str>, &str); 11] = [
+    let cases: [(Vec<&str>, &str); 12] = [
+        (vec!["run", "lrs", nonnegative.to_str().unwrap()], "`nonnegative` and `linearity` cannot go together"),
         (vec!["run", "lrs", bad.to_str().unwrap()], "Illegal character in number"),
         (vec!["run", "lrs", empty.to_str().unwrap()], "lrs finds no feasible solution in"),
         (vec!["run", "lrs", cube_file, "--lrs", lrs_dir], "is a directory, not a program"),

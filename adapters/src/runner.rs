@@ -282,7 +282,7 @@ impl ExecRunner {
         }
         let status = program.kill();
         if !status.is_some_and(|s| s.success()) {
-            let what = format!("the program ended with {} after `done`", describe(status));
+            let what = format!("the program ended ({}) after `done`", describe(status));
             return Err(Failure::new(what, program));
         }
         if program.stdout_held_open(Duration::from_millis(50)) && !std::mem::replace(&mut self.escaped, true) {
@@ -495,7 +495,7 @@ pub(crate) fn exited_successfully(program: &mut Program, deadline: Instant, when
     match program.wait(deadline.saturating_duration_since(Instant::now())) {
         Some(s) if s.success() => Ok(()),
         status => {
-            let what = format!("the program ended with {} {when}", describe(status));
+            let what = format!("the program ended ({}) {when}", describe(status));
             Err(Failure::new(what.trim_end(), program))
         }
     }

@@ -95,8 +95,16 @@ impl LrsSearcher {
             input.push(b'\n');
         }
         let text = String::from_utf8_lossy(&input);
-        let options::Header { hull, name } = options::header(&text);
+        let options::Header { hull, name, nonnegative, linearities } = options::header(&text);
         let options = options::read(&text).map_err(|e| format!("lrs: {}: {e}", args.file.display()))?;
+        if nonnegative && linearities > 0 {
+            return Err(format!(
+                "lrs: {}: the input's `nonnegative` and `linearity` cannot go together (lrs's manual: the \
+                 linearities are then taken as inequalities, and jobs restarted from its cobases fail): give \
+                 the rows x ≥ 0 in the matrix instead of `nonnegative`",
+                args.file.display()
+            ));
+        }
         let exec = ExecConfig {
             program,
             args: Vec::new(),
@@ -110,14 +118,46 @@ impl LrsSearcher {
             abandoned: Default::default(),
         };
         let mut config = LrsConfig { exec, input, hull, name, head: Vec::new(), options, digest };
-        config.head = check_input(&config, &args.file)?;
+        let mut checked = check_input(&config, &args.file)?;
+        let redundant = std::mem::take(&mut checked.redundant_linearities);
+        if !redundant.is_empty() {
+            config.input = options::without_linearities(&config.input, &redundant)
+                .ok_or_else(|| format!("lrs: {}: cannot read the input's `linearity`", args.file.display()))?;
+            checked = check_input(&config, &args.file)?;
+            if !checked.redundant_linearities.is_empty() {
+                return Err(format!(
+                    "lrs: {}: lrs finds more linearities redundant once {} are inequalities: take them out of \
+                     `linearity` and try again",
+                    args.file.display(),
+                    rows(&redundant)
+                ));
+            }
+            tracing::warn!(
+                "{}: lrs finds the linearity of {} redundant and makes it an inequality; so do bts's jobs",
+                args.file.display(),
+                rows(&redundant)
+            );
+        }
+        config.head = checked.head;
         Ok(Self { config: Arc::new(config), runners: AtomicUsize::new(0) })
     }
 }
 
+/// "row 3" or "rows 3, 5".
+fn rows(rows: &[usize]) -> String {
+    let list: Vec<String> = rows.iter().map(usize::to_string).collect();
+    format!("{} {}", if rows.len() == 1 { "row" } else { "rows" }, list.join(", "))
+}
+
+/// What the input check found: the head of an output file, and the linearities lrs found redundant.
+struct Checked {
+    head: Vec<String>,
+    redundant_linearities: Vec<usize>,
+}
+
 /// Runs lrs up to the first basis: it rejects a bad input with a message, and its output gives the
 /// head of an output file (the name, the representation, `linearity`, `begin` and `*****`).
-fn check_input(config: &LrsConfig, file: &Path) -> Result<Vec<String>, String> {
+fn check_input(config: &LrsConfig, file: &Path) -> Result<Checked, String> {
     let rejected = |what: String| format!("lrs rejects {}: {what}", file.display());
     let input = input_file(&[&config.input[..], b"maxcobases 1\n"].concat()).map_err(|e| format!("lrs: {e}"))?;
     let mut program = start(&config.exec, &input, "lrs")
@@ -132,7 +172,13 @@ fn check_input(config: &LrsConfig, file: &Path) -> Result<Vec<String>, String> {
             }
             Next::Eof => break,
             Next::TooLong(_) => return Err(rejected("a line too long".into())),
-            Next::Timeout => return Err(rejected("it did not reach a first basis in time".into())),
+            Next::Timeout => {
+                return Err(format!(
+                    "lrs did not reach a first basis of {} within --job-timeout {} s",
+                    file.display(),
+                    config.exec.job_timeout.as_secs_f64()
+                ));
+            }
         }
     }
     let status = program.wait(Duration::from_secs(10));
@@ -158,7 +204,10 @@ fn check_input(config: &LrsConfig, file: &Path) -> Result<Vec<String>, String> {
         why.retain(|l| !l.is_empty());
         return Err(rejected(if why.is_empty() { "no *Totals line".into() } else { why.join("; ") }));
     }
-    Ok(config.name.iter().cloned().chain(out.head).collect())
+    Ok(Checked {
+        head: config.name.iter().cloned().chain(out.head).collect(),
+        redundant_linearities: out.redundant_linearities,
+    })
 }
 
 /// A job's input, in a file of its own. lrs is given a file name, not its stdin: lrs copies stdin
@@ -313,9 +362,16 @@ impl LrsRunner {
                 Next::Timeout => return Err(Failure::new(timeout_message(&c.exec), &program)),
             }
         }
-        exited_successfully(&mut program, deadline, "")?;
+        // What lrs said on stdout (`Trying to restart from infeasible dictionary`, ...) goes with it.
+        let said = |mut failure: Failure| {
+            if !out.notes.is_empty() {
+                failure.what = format!("{}; lrs printed: {}", failure.what, out.notes.join("; "));
+            }
+            failure
+        };
+        exited_successfully(&mut program, deadline, "").map_err(said)?;
         if out.totals.is_none() {
-            return Err(Failure::new("lrs ended without its *Totals line", &program));
+            return Err(said(Failure::new("lrs ended without its *Totals line", &program)));
         }
         // Cobases at the input's own `maxdepth` are printed and not expanded, as plain lrs does:
         // this job has visited them.

@@ -17,6 +17,10 @@ pub struct Header {
     pub hull: bool,
     /// The name lrs echoes first: the first word that is not one of its keywords.
     pub name: Option<String>,
+    /// `nonnegative`: lrs adds the inequalities x ≥ 0 of its own.
+    pub nonnegative: bool,
+    /// How many rows `linearity` declares.
+    pub linearities: usize,
 }
 
 /// Reads the head of `input` as lrs does: word by word up to `begin`, a word starting with `*`
@@ -36,15 +40,59 @@ pub fn header(input: &str) -> Header {
             }
             "linearity" => {
                 let count = words.next().and_then(|k| k.parse::<usize>().ok()).unwrap_or(0);
+                header.linearities = count;
                 words.by_ref().take(count).for_each(drop);
             }
-            "nonnegative" => {}
+            "nonnegative" => header.nonnegative = true,
             name => {
                 header.name.get_or_insert_with(|| name.to_string());
             }
         }
     }
     header
+}
+
+/// `input` with the rows `redundant` taken out of its `linearity` declaration (which goes when no
+/// row is left), the rest as it was. lrs makes an equation it finds redundant an inequality, but a
+/// job restarted from a cobasis of such an input lands on another basis than the one printed: its
+/// jobs get the input as lrs reads it. `None` if there is no declaration to change.
+pub fn without_linearities(input: &[u8], redundant: &[usize]) -> Option<Vec<u8>> {
+    let mut words = byte_words(input).take_while(|&(_, w)| w != b"begin");
+    let (start, _) = words.find(|&(_, w)| w == b"linearity")?;
+    let (count_at, count) = words.next()?;
+    let count: usize = std::str::from_utf8(count).ok()?.parse().ok()?;
+    let mut end = count_at + count.to_string().len();
+    let mut kept = Vec::new();
+    for (at, word) in words.take(count) {
+        end = at + word.len();
+        let row: usize = std::str::from_utf8(word).ok()?.parse().ok()?;
+        if !redundant.contains(&row) {
+            kept.push(row.to_string());
+        }
+    }
+    let declaration = match kept.len() {
+        0 => String::new(),
+        n => format!("linearity {n} {}", kept.join(" ")),
+    };
+    Some([&input[..start], declaration.as_bytes(), &input[end..]].concat())
+}
+
+/// The words of `input` and where each starts, as lrs reads them: a word starting with `*` makes
+/// the rest of its line a comment.
+fn byte_words(input: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let mut line_start = 0;
+    input.split(|&b| b == b'\n').flat_map(move |line| {
+        let at = line_start;
+        line_start += line.len() + 1;
+        line.split(u8::is_ascii_whitespace)
+            .scan(at, |offset, word| {
+                let start = *offset;
+                *offset += word.len() + 1;
+                Some((start, word))
+            })
+            .filter(|(_, w)| !w.is_empty())
+            .take_while(|(_, w)| w[0] != b'*')
+    })
 }
 
 /// The options refused, and why.
@@ -136,6 +184,24 @@ mod tests {
     const CUBE: &str = "cube\nH-representation\nbegin\n2 2 rational\n1 1\n1 -1\nend\n";
 
     #[test]
+    fn redundant_linearities_leave_the_declaration() {
+        let rewrite = |input: &str, rows: &[usize]| {
+            without_linearities(input.as_bytes(), rows).map(|b| String::from_utf8(b).unwrap())
+        };
+        let input = "b\n* linearity 9 in a comment\nlinearity 3 1\t2\n 3 * the sums\nbegin\n3 2 rational\n";
+        assert_eq!(
+            rewrite(input, &[2]).unwrap(),
+            "b\n* linearity 9 in a comment\nlinearity 2 1 3 * the sums\nbegin\n3 2 rational\n"
+        );
+        assert_eq!(
+            rewrite(input, &[1, 2, 3]).unwrap(),
+            "b\n* linearity 9 in a comment\n * the sums\nbegin\n3 2 rational\n"
+        );
+        assert_eq!(rewrite("b\nbegin\nlinearity 1 1\n", &[1]), None);
+        assert_eq!(header(&rewrite(input, &[2]).unwrap()).linearities, 2);
+    }
+
+    #[test]
     fn options_after_end_are_read_word_by_word_and_comments_skipped() {
         assert_eq!(read(CUBE), Ok(InputOptions::default()));
         let with = |tail: &str| read(&format!("{CUBE}{tail}"));
@@ -205,10 +271,10 @@ mod tests {
     #[test]
     fn the_head_is_read_word_by_word_as_lrs_reads_it() {
         let h = |text: &str| header(&format!("{text}\nbegin\n1 2 rational\n1 1\nend\n"));
-        let named = |hull, name: &str| Header { hull, name: Some(name.into()) };
+        let named = |hull, name: &str| Header { hull, name: Some(name.into()), ..Header::default() };
         assert_eq!(h("cube\nH-representation"), named(false, "cube"));
         assert_eq!(h("cube\nV-representation"), named(true, "cube"));
-        assert_eq!(h("V-representation"), Header { hull: true, name: None });
+        assert_eq!(h("V-representation"), Header { hull: true, ..Header::default() });
         // Anywhere before `begin`, on any line, the last one counting; not in a comment.
         assert_eq!(h("cube V-representation * of points"), named(true, "cube"));
         assert_eq!(h("cube\nhull"), named(true, "cube"));
@@ -217,7 +283,8 @@ mod tests {
         assert_eq!(h("cube *V-representation"), named(false, "cube"));
         // A number may be the name; the numbers of `linearity` and `digits` are not.
         assert_eq!(h("600\nH-representation"), named(false, "600"));
-        assert_eq!(h("linearity 2 1 3\ndigits 40\nnonnegative\nV-representation\nthe name"), named(true, "the"));
+        let all = h("linearity 2 1 3\ndigits 40\nnonnegative\nV-representation\nthe name");
+        assert_eq!(all, Header { linearities: 2, nonnegative: true, ..named(true, "the") });
         // After `begin`, nothing counts.
         assert_eq!(header("begin\n1 2 rational\nV-representation\n"), Header::default());
     }

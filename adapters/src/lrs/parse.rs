@@ -25,6 +25,8 @@ pub struct JobOutput {
     pub head: Vec<String>,
     /// The last comment lines (lrs's complaints, for error messages).
     pub notes: Vec<String>,
+    /// The input rows declared as `linearity` that lrs found redundant and made inequalities.
+    pub redundant_linearities: Vec<usize>,
 }
 
 const NOTES: usize = 6;
@@ -66,6 +68,10 @@ impl JobOutput {
         }
         if text.starts_with("*****") {
             self.head.push(text.to_string());
+            return Ok(());
+        }
+        if let Some(row) = redundant_linearity(text) {
+            self.redundant_linearities.push(row);
             return Ok(());
         }
         if text.starts_with('*') {
@@ -114,9 +120,20 @@ fn is_head(text: &str) -> bool {
 }
 
 /// A comment lrs prints on every run, or when it widens its arithmetic: no help in an error message.
+/// (`*Input taken from` names the job's own input file, not the user's.)
 fn is_routine(text: &str) -> bool {
     let timing = text[1..].starts_with(|c: char| c.is_ascii_digit()) && text.contains("u ");
-    timing || text.starts_with("*Overflow checking") || text.starts_with("*lrs:overflow possible")
+    timing
+        || text.starts_with("*Overflow checking")
+        || text.starts_with("*lrs:overflow possible")
+        || text.starts_with("*Input taken from")
+}
+
+/// The row of `*Input linearity in row <row> is redundant--converted to inequality`.
+fn redundant_linearity(text: &str) -> Option<usize> {
+    let rest = text.strip_prefix("*Input linearity in row ")?;
+    let (row, rest) = rest.split_once(' ')?;
+    rest.starts_with("is redundant").then(|| row.parse().ok())?
 }
 
 /// A line of integers and rationals only: a vertex, ray, facet or lineality row.
@@ -238,6 +255,17 @@ mod tests {
         assert_eq!(cobasis(incidence), Some((0, "12 14 15 16".into())));
         assert_eq!(cobasis("h=x facets 1 2 *unexplored"), None);
         assert_eq!(cobasis("h=1 facets *unexplored"), None);
+    }
+
+    #[test]
+    fn redundant_linearities_are_noted_by_row() {
+        let out = read(
+            Some("b"),
+            "b\n*Input linearity in row 15 is redundant--converted to inequality\n*Input linearity in row 2 is redundant--converted to inequality\n",
+        );
+        assert_eq!(out.redundant_linearities, [15, 2]);
+        assert!(out.notes.is_empty());
+        assert_eq!(redundant_linearity("*Input linearity in row x is redundant"), None);
     }
 
     #[test]
