@@ -979,6 +979,30 @@ fn a_legacy_branch_and_bound_gets_the_incumbent_and_reports_solutions() {
         records.sort();
         assert_eq!(records, expected, "{workers} workers");
     }
+    // Densities that differ past a float's 53 bits (values within the limit of 2^40): sorted by
+    // float densities they tied, the bound came out one below the best and pruned it when every
+    // node was a job of its own. Brute force over the 2^5 packings gives the optimum.
+    let big = 1u64 << 40;
+    let items =
+        [(big - 15, big - 16), (big - 15, big - 16), (big - 17, big - 19), (big - 14, big - 16), (big - 16, big - 17)];
+    let capacity = big - 17;
+    let best = (0..1u32 << 5)
+        .map(|set| (0..5).filter(|i| set >> i & 1 == 1).map(|i| items[i]).fold((0, 0), |(v, w), (a, b)| (v + a, w + b)))
+        .filter(|&(_, w)| w <= capacity)
+        .map(|(v, _)| v)
+        .max()
+        .unwrap();
+    let text: String = items.iter().map(|(v, w)| format!("{v} {w}\n")).collect();
+    let file = write(&dir, "close.txt", &format!("{capacity}\n{text}"));
+    let run = ["run", "--workers", "1", "--budget", "1", "--fixed-budget", "--summary-json", "-"];
+    let exec = ["exec", "--persistent", "--optimise", "--", "python3", program, &file, "--bts"];
+    let o = bts(&[&run[..], &exec].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(summary(&o)["best"]["value"].as_u64(), Some(best), "{}", stderr(&o));
+    // One-shot mode gives the program no jobs on stdin: it says how to run it.
+    let o = bts(&["run", "exec", "--optimise", "--retries", "0", "--", "python3", program, &file, "--bts"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("run it with bts run exec --persistent"), "{}", stderr(&o));
     // Without --optimise the job lines are those older programs read, without <least>: this
     // program, which needs it, fails (exit 1), as any program that misreads its job.
     let (file, _) = hard_knapsack(&dir, 33, 10);

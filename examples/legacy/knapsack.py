@@ -15,11 +15,16 @@ program answers with "solution <value> <record>" for each packing worth reportin
 own <least> to it: packings that tie are worth reporting under `bts run --all-best`),
 "unexplored <depth> <node>" for the nodes it hands back, and "done <visited> pruned=<n>".
 """
+import os
 import sys
+from fractions import Fraction
 
 lines = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
 capacity = int(lines[0][0])
-items = sorted(((int(v), int(w), i) for i, (v, w) in enumerate(lines[1:])), key=lambda t: -t[0] / max(t[1], 1e-9))
+# Densest first, exactly (floats tie densities that differ past their 53 bits, and the bound is then
+# wrong); items of weight 0 first of all.
+items = sorted(((int(v), int(w), i) for i, (v, w) in enumerate(lines[1:])),
+               key=lambda t: (t[1] != 0, -Fraction(t[0], t[1]) if t[1] else 0))
 n = len(items)
 
 
@@ -73,6 +78,8 @@ if not bts:
     s.visit(0, 0, 0, [])
     print(record(*s.best))
     sys.exit(0)
+if sys.stdin.isatty() or "BTS_NODE" in os.environ:                      # BTS: jobs come on stdin
+    sys.exit("knapsack.py --bts reads its jobs on stdin: run it with bts run exec --persistent")
 for line in sys.stdin:                                                  # BTS: one job a line
     _, budget, max_depth, depth, least, node = line.rstrip("\n").split(" ", 5)
     number = lambda t, none: none if t in ("inf", "none") else int(t)
