@@ -412,7 +412,8 @@ impl Run {
         // incumbent (ties, the checkpoint's best) now.
         if let Some(shared) = searcher.incumbent() {
             let value = totals.best.as_ref().map_or(bts_protocol::NO_VALUE, |b| b.value);
-            shared.raise(bts_protocol::Incumbent { value, keep_ties: options.scheduler.optimum.keep_ties });
+            let optimum = options.scheduler.optimum;
+            shared.raise(bts_protocol::Incumbent { value, keep_ties: optimum.keep_ties, target: optimum.target });
         }
         // Selective starts visit nodes before the node limit is in force: with one, start plainly.
         let selective = fresh && start == PollingStart::Selective && options.scheduler.node_limit.is_none();

@@ -521,6 +521,50 @@ fn target_stops_the_run_with_exit_0_as_soon_as_it_is_reached() {
     // The record written is the best the run knows when it stops, as the summary says.
     let best = summary(&o)["best"]["record"].as_str().unwrap().to_string();
     assert!(String::from_utf8_lossy(&o.stdout).starts_with(&format!("{best}\n")), "{best}");
+    // The whole tree in one job, here and on a remote worker: the job that finds the target ends
+    // there, handing the rest of its search back, and the run stops at once (it searched the
+    // whole tree first). Resumed on to the optimum, the run finds it: the frontier was whole.
+    let (small, optimum) = hard_knapsack(&dir, 25, 40);
+    let ck = dir.path().join("target.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    let one_job = ["--budget", "inf", "--fixed-budget", "--target", "1", "knapsack", "--file", &small];
+    let o = bts(&[&["run", "--workers", "1", "--summary-json", "-", "--checkpoint", ck_s][..], &one_job].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&o);
+    assert_eq!(s["outcome"], "target", "{s}");
+    assert!(s["nodes"].as_u64() < Some(100), "{s}");
+    let o = bts(&["resume", ck_s, "--target", "1000000000", "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        (summary(&o)["outcome"].as_str(), summary(&o)["best"]["value"].as_i64()),
+        (Some("complete"), Some(optimum))
+    );
+    // The same by the loop over children iterators (maximum clique), against brute force.
+    let mut rng = Rng::new(41);
+    let graph = Graph::new(20, |_, _| rng.chance(0.8));
+    let edges: String = graph.edges().iter().map(|(u, v)| format!("e {} {}\n", u + 1, v + 1)).collect();
+    let clq = write(&dir, "g.clq", &format!("p edge 20 {}\n{edges}", graph.edges().len()));
+    let one_job = ["run", "--workers", "1", "--budget", "inf", "--fixed-budget", "--summary-json", "-"];
+    let all = summary(&bts(&[&one_job[..], &["maxclique", "--graph", &clq]].concat()));
+    assert_eq!(all["best"]["value"].as_i64(), Some(graph.brute_force().0));
+    let o = bts(&[&one_job[..], &["--checkpoint", ck_s, "--target", "2", "maxclique", "--graph", &clq]].concat());
+    let s = summary(&o);
+    assert_eq!(s["outcome"], "target", "{s}");
+    // The job was cut: it handed back a frontier, which a job without a budget never does.
+    assert!(s["nodes"].as_u64() < all["nodes"].as_u64() && s["returned"].as_u64() > Some(0), "{s}\n{all}");
+    let o = bts(&["resume", ck_s, "--target", "1000", "--summary-json", "-"]);
+    assert_eq!(summary(&o)["best"]["value"].as_i64(), Some(graph.brute_force().0), "{}", stderr(&o));
+    {
+        let one_job = ["--budget", "inf", "--fixed-budget", "--target", "1", "knapsack", "--file", &small];
+        use crate::remote::{Master, worker, worker_output};
+        let master = Master::start(&[&["--workers", "0"][..], &one_job].concat());
+        let (code, log) = worker_output(worker(&["--connect", &master.address, "--threads", "1"]));
+        assert_eq!(code, Some(0), "{log}");
+        let (code, s, log) = master.finish();
+        assert_eq!(code, Some(0), "{log}");
+        assert_eq!(s["outcome"], "target", "{s}");
+        assert!(s["nodes"].as_u64() < Some(100), "{s}");
+    }
     for mode in ["budget", "polling"] {
         // A target above the optimum: the run completes and says what the optimum is.
         let o =
@@ -548,6 +592,11 @@ fn bad_instances_and_misplaced_options_exit_2_with_one_line() {
     }
     let o = bts(&["run", "knapsack", "--file", "/nonexistent/k.txt"]);
     assert_eq!(o.status.code(), Some(2));
+    // The least 64-bit value stands for "no solution yet": no target.
+    let file = write(&dir, "k.txt", "10\n6 5\n");
+    let o = bts(&["run", "--target", &i64::MIN.to_string(), "knapsack", "--file", &file]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("a target must be greater"), "{}", stderr(&o));
     let ck = dir.path().join("q.ckpt");
     let ck_s = ck.to_str().unwrap();
     let o = bts(&["run", "--checkpoint", ck_s, "--count-only", "--node-limit", "100", "queens", "--n", "10"]);

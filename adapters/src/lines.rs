@@ -130,11 +130,11 @@ mod tests {
             budget: Budget(5),
             max_depth: None,
             node: NodeBytes::from_slice(b"n"),
-            incumbent: Incumbent { value: 10, keep_ties: false },
+            incumbent: Incumbent { value: 10, ..Incumbent::NONE },
         };
         assert_eq!(job_line(&job, true), b"job 5 inf 2 11 n\n");
         assert_eq!(job_line(&job, false), b"job 5 inf 2 n\n");
-        let ties = Job { incumbent: Incumbent { value: 10, keep_ties: true }, ..job.clone() };
+        let ties = Job { incumbent: Incumbent { value: 10, keep_ties: true, target: None }, ..job.clone() };
         assert_eq!(job_line(&ties, true), b"job 5 inf 2 10 n\n");
         let none = Job { incumbent: Incumbent::NONE, ..job };
         assert_eq!(job_line(&none, true), b"job 5 inf 2 none n\n");

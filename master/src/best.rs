@@ -52,7 +52,7 @@ impl Incumbents {
 
     /// What workers must beat.
     pub(crate) fn incumbent(&self) -> Incumbent {
-        Incumbent { value: self.value, keep_ties: self.config.keep_ties }
+        Incumbent { value: self.value, keep_ties: self.config.keep_ties, target: self.config.target }
     }
 
     /// Takes solutions from a report, and brings `best` (the run's totals' copy, which checkpoints
@@ -128,7 +128,7 @@ mod tests {
         assert!(!inc.offer([solution(5, "c"), solution(4, "d")], &mut best));
         assert_eq!(inc.best(), Some(Best { value: 5, records: vec![b"b".to_vec()] }));
         assert_eq!(best, inc.best());
-        assert_eq!(inc.incumbent(), Incumbent { value: 5, keep_ties: false });
+        assert_eq!(inc.incumbent(), Incumbent { value: 5, keep_ties: false, target: None });
     }
 
     #[test]

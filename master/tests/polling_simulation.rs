@@ -2362,7 +2362,7 @@ fn the_solutions_of_work_rolled_back_are_kept() {
     assert_eq!(c.totals().nodes, 0, "the work rolled back does not count");
     let best = c.totals().best.clone().expect("the solutions are kept");
     assert_eq!((best.value, best.records), (11, vec![b"eleven".to_vec()]));
-    let incumbent = PeerMsg::Incumbent(bts_protocol::Incumbent { value: 11, keep_ties: false });
+    let incumbent = PeerMsg::Incumbent(bts_protocol::Incumbent { value: 11, ..Default::default() });
     assert!(to(d, &drain(&mut c)).contains(&incumbent), "the others are told");
 }
 

@@ -50,10 +50,13 @@ pub struct Incumbent {
     pub value: i64,
     /// Keep subtrees that can only tie it (`--all-best`): prune only when the bound is below it.
     pub keep_ties: bool,
+    /// The run's `--target`: a job that finds a solution of this value or more ends there, its
+    /// frontier handed back.
+    pub target: Option<i64>,
 }
 
 impl Incumbent {
-    pub const NONE: Incumbent = Incumbent { value: NO_VALUE, keep_ties: false };
+    pub const NONE: Incumbent = Incumbent { value: NO_VALUE, keep_ties: false, target: None };
 }
 
 impl Default for Incumbent {

@@ -291,7 +291,7 @@ pub struct StopArgs {
     pub time_limit: Option<Duration>,
     /// Branch and bound: stop as soon as a solution of value V or more is found (exit status 0,
     /// outcome "target")
-    #[arg(long, value_name = "V", allow_negative_numbers = true)]
+    #[arg(long, value_name = "V", allow_negative_numbers = true, value_parser = parse_target)]
     pub target: Option<i64>,
 }
 
@@ -340,6 +340,15 @@ fn parse_budget(s: &str) -> Result<u64, String> {
         Ok(0) => Err("a budget must be at least 1 (or inf)".into()),
         Ok(b) => Ok(b),
         Err(_) => Err(format!("'{s}' is not a budget (a positive integer or inf)")),
+    }
+}
+
+/// A solution value above the least 64-bit integer, which stands for "no solution yet".
+fn parse_target(s: &str) -> Result<i64, String> {
+    match s.parse::<i64>() {
+        Ok(v) if v != bts_protocol::NO_VALUE => Ok(v),
+        Ok(_) => Err(format!("{s} stands for \"no solution\": a target must be greater")),
+        Err(_) => Err(format!("'{s}' is not a solution value (a 64-bit integer)")),
     }
 }
 

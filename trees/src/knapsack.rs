@@ -552,7 +552,7 @@ mod tests {
     ) -> [JobOutcome<B>; 2] {
         let run = |recursive: bool| {
             let goal = bts_worker::Maximise::default();
-            goal.0.raise(bts_protocol::Incumbent { value: incumbent, keep_ties: false });
+            goal.0.raise(bts_protocol::Incumbent { value: incumbent, ..Default::default() });
             let (mut found, mut back) = (Vec::new(), Vec::new());
             let job = bts_worker::Job { start, depth, limits };
             let mut give_back = |p, d| back.push((p, d));

@@ -1,7 +1,7 @@
 //! Budgeted depth-first search: the work of one job.
 
 use crate::Tree;
-use crate::optimise::{Enumerate, Goal};
+use crate::optimise::{Enumerate, Goal, Visit};
 use bts_protocol::Solution;
 
 /// How far a job may go.
@@ -118,7 +118,8 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
     returned: &mut impl FnMut(T::Node, u32),
 ) -> JobStats {
     let Job { start, depth: start_depth, limits } = job;
-    let budget = limits.budget.max(1);
+    // A solution that reaches the target spends the budget at once.
+    let mut budget = limits.budget.max(1);
     let max_depth = limits.max_depth.unwrap_or(u32::MAX);
     let mut stats = JobStats { max_depth: start_depth, ..JobStats::default() };
     if !goal.admits(tree, start, start_depth) {
@@ -134,7 +135,11 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
     // frame kept in a variable between steps would be copied at every step.
     let mut stack: Vec<T::Children<'_>> = Vec::new();
     stats.visited = 1;
-    stats.outputs = u64::from(goal.visit(tree, start, start_depth, out, found));
+    match goal.visit(tree, start, start_depth, out, found) {
+        Visit::Nothing => {}
+        Visit::Record => stats.outputs = 1,
+        Visit::Target => budget = 1,
+    }
     stack.push(tree.children(start, start_depth));
     loop {
         // The depth of the node whose children are on top.
@@ -165,7 +170,7 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
         } else if let Some(child) = next(top, depth + 1) {
             // Only a step down can go deeper than every node so far.
             stats.max_depth = stats.max_depth.max(depth + 1);
-            stack.push(visit(tree, goal, child, depth + 1, out, found, &mut stats));
+            stack.push(visit(tree, goal, child, depth + 1, out, found, &mut stats, &mut budget));
             continue;
         } else {
             stats.leaves += 1;
@@ -180,7 +185,7 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
                 return stats;
             };
             if let Some(child) = next(top, child_depth) {
-                stack.push(visit(tree, goal, child, child_depth, out, found, &mut stats));
+                stack.push(visit(tree, goal, child, child_depth, out, found, &mut stats, &mut budget));
                 break;
             }
             stack.pop();
@@ -213,8 +218,10 @@ fn next_admitted<T: Tree + ?Sized, G: Goal<T>>(
 }
 
 /// Counts `node`, hands it to the goal (which writes its record to `out`, or offers it as a
-/// solution) and gives its children, the node moved into them.
+/// solution: one that reaches the target spends the `budget`) and gives its children, the node
+/// moved into them.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn visit<'a, T: Tree + ?Sized, G: Goal<T>>(
     tree: &'a T,
     goal: &G,
@@ -223,10 +230,15 @@ fn visit<'a, T: Tree + ?Sized, G: Goal<T>>(
     out: &mut impl Records,
     found: &mut Vec<Solution>,
     stats: &mut JobStats,
+    budget: &mut u64,
 ) -> T::Children<'a> {
     stats.visited += 1;
-    let (node, had) = goal.visit_owned(tree, node, depth, out, found);
-    stats.outputs += u64::from(had);
+    let (node, visit) = goal.visit_owned(tree, node, depth, out, found);
+    match visit {
+        Visit::Nothing => {}
+        Visit::Record => stats.outputs += 1,
+        Visit::Target => *budget = stats.visited,
+    }
     tree.children_owned(node, depth)
 }
 

@@ -23,7 +23,7 @@ pub use engine::{
     digest_text, input_digest,
 };
 pub use local::{WorkerLoop, run_worker};
-pub use optimise::{Enumerate, Goal, Maximise, Optimise, SharedIncumbent};
+pub use optimise::{Enumerate, Goal, Maximise, Optimise, SharedIncumbent, Visit};
 pub use recursive::{Entry, Recursive, Scope, search_recursive};
 pub use stack::{StackWorker, TreeStack};
 pub use tree::{AdjChildren, Adjacency, AdjacencyOracle, Tree};

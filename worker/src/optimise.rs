@@ -97,11 +97,13 @@ pub trait Optimise: Tree {
 pub struct SharedIncumbent {
     value: AtomicI64,
     keep_ties: AtomicBool,
+    /// The run's target ([`NO_VALUE`] when it has none).
+    target: AtomicI64,
 }
 
 impl Default for SharedIncumbent {
     fn default() -> Self {
-        Self { value: AtomicI64::new(NO_VALUE), keep_ties: AtomicBool::new(false) }
+        Self { value: AtomicI64::new(NO_VALUE), keep_ties: AtomicBool::new(false), target: AtomicI64::new(NO_VALUE) }
     }
 }
 
@@ -114,6 +116,7 @@ impl SharedIncumbent {
     /// Takes what the master knows (from a job or its broadcast).
     pub fn raise(&self, incumbent: Incumbent) {
         self.keep_ties.store(incumbent.keep_ties, Ordering::Relaxed);
+        self.target.store(incumbent.target.unwrap_or(NO_VALUE), Ordering::Relaxed);
         self.value.fetch_max(incumbent.value, Ordering::Relaxed);
     }
 
@@ -133,6 +136,31 @@ impl SharedIncumbent {
         tracing::debug!(value, "found a better solution");
         Some(Solution { value, record: record() })
     }
+
+    /// Whether a solution of `value` reaches the run's target.
+    fn reaches_target(&self, value: i64) -> bool {
+        let target = self.target.load(Ordering::Relaxed);
+        target != NO_VALUE && value >= target
+    }
+}
+
+/// What visiting a node gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Visit {
+    Nothing,
+    /// An output record.
+    Record,
+    /// A solution that reaches the run's target (`--target`): the job ends at once, handing back
+    /// the rest of its search as if its budget were spent, so that the run stops without waiting.
+    Target,
+}
+
+impl Visit {
+    /// A record if `had` one.
+    #[inline(always)]
+    pub fn record_if(had: bool) -> Visit {
+        if had { Visit::Record } else { Visit::Nothing }
+    }
 }
 
 /// What a search does besides enumerating: nothing for a plain [`Tree`], pruning and collecting
@@ -141,9 +169,9 @@ pub trait Goal<T: Tree + ?Sized>: Send + Sync + 'static {
     /// Whether `node` (not yet visited) must be searched; false prunes it.
     fn admits(&self, tree: &T, node: &T::Node, depth: u32) -> bool;
 
-    /// Visits `node`: hands its output record to `out` and returns true if it has one (a plain
-    /// tree), or offers it as a solution, pushing it to `found` if it beats the incumbent.
-    fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut impl Records, found: &mut Vec<Solution>) -> bool;
+    /// Visits `node`: hands its output record to `out` (a plain tree), or offers it as a solution,
+    /// pushing it to `found` if it beats the incumbent.
+    fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut impl Records, found: &mut Vec<Solution>) -> Visit;
 
     /// As [`visit`](Goal::visit), taking the node and giving it back. A goal that rarely needs the
     /// node in memory (a branch and bound offers few solutions) passes it by value to an
@@ -156,9 +184,9 @@ pub trait Goal<T: Tree + ?Sized>: Send + Sync + 'static {
         depth: u32,
         out: &mut impl Records,
         found: &mut Vec<Solution>,
-    ) -> (T::Node, bool) {
-        let had = self.visit(tree, &node, depth, out, found);
-        (node, had)
+    ) -> (T::Node, Visit) {
+        let visit = self.visit(tree, &node, depth, out, found);
+        (node, visit)
     }
 
     /// The process's incumbent, for a branch and bound.
@@ -185,7 +213,7 @@ impl<T: Tree + ?Sized, G: Goal<T>> Goal<T> for Unpruned<G> {
         true
     }
 
-    fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut impl Records, found: &mut Vec<Solution>) -> bool {
+    fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut impl Records, found: &mut Vec<Solution>) -> Visit {
         self.0.visit(tree, node, depth, out, found)
     }
 
@@ -205,8 +233,8 @@ impl<T: Tree + ?Sized> Goal<T> for Enumerate {
     }
 
     #[inline(always)]
-    fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut impl Records, _: &mut Vec<Solution>) -> bool {
-        out.record(tree, node, depth)
+    fn visit(&self, tree: &T, node: &T::Node, depth: u32, out: &mut impl Records, _: &mut Vec<Solution>) -> Visit {
+        Visit::record_if(out.record(tree, node, depth))
     }
 
     fn detached(&self) -> Self {
@@ -225,12 +253,11 @@ impl<T: Optimise + ?Sized> Goal<T> for Maximise {
     }
 
     #[inline(always)]
-    fn visit(&self, tree: &T, node: &T::Node, depth: u32, _: &mut impl Records, found: &mut Vec<Solution>) -> bool {
+    fn visit(&self, tree: &T, node: &T::Node, depth: u32, _: &mut impl Records, found: &mut Vec<Solution>) -> Visit {
         match tree.value(node, depth) {
             Some(value) if self.0.admits(value) => offer(&self.0, tree, node, value, depth, found),
-            _ => {}
+            _ => Visit::Nothing,
         }
-        false
     }
 
     #[inline(always)]
@@ -241,10 +268,10 @@ impl<T: Optimise + ?Sized> Goal<T> for Maximise {
         depth: u32,
         _: &mut impl Records,
         found: &mut Vec<Solution>,
-    ) -> (T::Node, bool) {
+    ) -> (T::Node, Visit) {
         match tree.value(&node, depth) {
-            Some(value) if self.0.admits(value) => (offered(&self.0, tree, node, value, depth, found), false),
-            _ => (node, false),
+            Some(value) if self.0.admits(value) => offered(&self.0, tree, node, value, depth, found),
+            _ => (node, Visit::Nothing),
         }
     }
 
@@ -280,9 +307,9 @@ fn offered<T: Optimise + ?Sized>(
     value: i64,
     depth: u32,
     found: &mut Vec<Solution>,
-) -> T::Node {
-    offer(incumbent, tree, &node, value, depth, found);
-    node
+) -> (T::Node, Visit) {
+    let visit = offer(incumbent, tree, &node, value, depth, found);
+    (node, visit)
 }
 
 /// Offers `node`, of `value`: out of line, off the search's hot path.
@@ -295,8 +322,9 @@ fn offer<T: Optimise + ?Sized>(
     value: i64,
     depth: u32,
     found: &mut Vec<Solution>,
-) {
+) -> Visit {
     found.extend(incumbent.offer(value, || record(tree, node, depth)));
+    if incumbent.reaches_target(value) { Visit::Target } else { Visit::Nothing }
 }
 
 #[cfg(test)]
@@ -310,17 +338,17 @@ mod tests {
         assert!(shared.offer(5, || b"again".to_vec()).is_none());
         assert!(shared.offer(4, || b"four".to_vec()).is_none());
         assert_eq!(shared.value(), 5);
-        shared.raise(Incumbent { value: 3, keep_ties: false });
+        shared.raise(Incumbent { value: 3, ..Incumbent::NONE });
         assert_eq!(shared.value(), 5);
     }
 
     #[test]
     fn ties_are_kept_only_when_asked() {
         let shared = SharedIncumbent::default();
-        shared.raise(Incumbent { value: 7, keep_ties: true });
+        shared.raise(Incumbent { value: 7, keep_ties: true, target: None });
         assert!(shared.admits(7) && !shared.admits(6));
         assert!(shared.offer(7, || b"tie".to_vec()).is_some());
-        shared.raise(Incumbent { value: 7, keep_ties: false });
+        shared.raise(Incumbent { value: 7, ..Incumbent::NONE });
         assert!(!shared.admits(7) && shared.admits(8));
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::Tree;
 use crate::dfs::{Job, JobStats, Records};
-use crate::optimise::Goal;
+use crate::optimise::{Goal, Visit};
 use bts_protocol::Solution;
 
 /// A [`Tree`] that searches below a node itself, by plain recursion.
@@ -109,26 +109,28 @@ where
     if !goal.admits(tree, start, depth) {
         return JobStats { max_depth: depth, pruned: 1, ..JobStats::default() };
     }
-    let outputs = u64::from(goal.visit(tree, start, depth, out, found));
     let budget = limits.budget.max(1);
     let mut scope = JobScope {
         tree,
         goal,
         left: budget - 1,
+        cut: 0,
         max_depth: limits.max_depth.unwrap_or(u32::MAX).min(depth.saturating_add(T::MAX_RECURSION)),
         deepest: depth,
         leaves: 0,
         pruned: 0,
-        outputs,
+        outputs: 0,
         open: depth + 1,
         skip_rest: goal.prunes_later_siblings(),
         out,
         found,
         returned,
     };
+    let visit = goal.visit(tree, start, depth, scope.out, scope.found);
+    scope.took(visit);
     tree.search_below(start.clone(), depth, &mut scope);
     JobStats {
-        visited: budget - scope.left,
+        visited: budget - scope.left - scope.cut,
         leaves: scope.leaves + u64::from(scope.open != 0),
         max_depth: scope.deepest,
         outputs: scope.outputs,
@@ -141,6 +143,8 @@ struct JobScope<'a, T: ?Sized, G, R, F> {
     goal: &'a G,
     /// How many more nodes the job may visit.
     left: u64,
+    /// What was left when a solution reached the target and ended the job.
+    cut: u64,
     max_depth: u32,
     /// The depth of the deepest node visited.
     deepest: u32,
@@ -180,8 +184,21 @@ where
         self.left -= 1;
         self.open = depth + 1;
         self.deepest = self.deepest.max(depth);
-        self.outputs += u64::from(self.goal.visit(self.tree, child, depth, self.out, self.found));
+        let visit = self.goal.visit(self.tree, child, depth, self.out, self.found);
+        self.took(visit);
         Entry::Visited
+    }
+}
+
+impl<T: ?Sized, G, R, F> JobScope<'_, T, G, R, F> {
+    /// Counts what a visit gave; a solution that reaches the target ends the job.
+    #[inline(always)]
+    fn took(&mut self, visit: Visit) {
+        match visit {
+            Visit::Nothing => {}
+            Visit::Record => self.outputs += 1,
+            Visit::Target => (self.cut, self.left) = (self.left, 0),
+        }
     }
 }
 
@@ -201,10 +218,11 @@ mod tests {
     use proptest::prelude::*;
 
     /// Visits every node (its id is its record) and prunes the ids that are multiples of `every`;
-    /// with `skip_rest`, a pruned node's later siblings too.
+    /// with `skip_rest`, a pruned node's later siblings too. Node `target` reaches the target.
     struct Pruning {
         every: u32,
         skip_rest: bool,
+        target: u32,
     }
 
     impl Goal<Explicit> for Pruning {
@@ -219,8 +237,11 @@ mod tests {
             depth: u32,
             out: &mut impl Records,
             _: &mut Vec<Solution>,
-        ) -> bool {
-            out.record(tree, node, depth)
+        ) -> Visit {
+            match out.record(tree, node, depth) {
+                _ if *node == self.target => Visit::Target,
+                had => Visit::record_if(had),
+            }
         }
 
         fn detached(&self) -> Self {
@@ -264,6 +285,7 @@ mod tests {
             every in 2u32..8,
             prune in any::<bool>(),
             skip_rest in any::<bool>(),
+            target in any::<u32>(),
         ) {
             let tree = random_tree(&parents);
             let start = (start % tree.0.len()) as u32;
@@ -275,11 +297,16 @@ mod tests {
                 depth += 1;
             }
             let limits = Limits { budget, max_depth: limit.map(|l| depth + l) };
+            // With pruning, a node reaches the target and ends the job: nothing is visited after it.
+            let target = target % tree.0.len() as u32;
             let [looped, recursive] = if prune {
-                both(&tree, &Pruning { every, skip_rest }, start, depth, limits)
+                both(&tree, &Pruning { every, skip_rest, target }, start, depth, limits)
             } else {
                 both(&tree, &crate::Enumerate, start, depth, limits)
             };
+            if prune && let Some(at) = looped.0.lines().position(|id| id == target.to_string()) {
+                prop_assert_eq!(at + 1, looped.0.lines().count());
+            }
             prop_assert_eq!(recursive, looped);
         }
     }
