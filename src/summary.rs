@@ -216,12 +216,23 @@ impl Summary {
         let best = match &self.best {
             None => String::new(),
             Some(None) => format!("bts: no solution found; {} by the bound\n", plural(t.pruned, "cuts")),
-            Some(Some(b)) => format!(
-                "bts: best value {} ({}); {} by the bound (node counts of a branch and bound vary between runs)\n",
-                b.value,
-                plural(b.records.len() as u64, "records"),
-                plural(b.pruned, "cuts")
-            ),
+            Some(Some(b)) => {
+                let mut line = format!(
+                    "bts: best value {} ({}); {} by the bound (node counts of a branch and bound vary between runs)\n",
+                    b.value,
+                    plural(b.records.len() as u64, "records"),
+                    plural(b.pruned, "cuts")
+                );
+                // A run that did not finish writes no record: the best it found is here.
+                if !self.complete && self.outcome != "target" {
+                    let more = match b.records.len() {
+                        1 => String::new(),
+                        n => format!(" (1 of {n}; --summary-json has them all)"),
+                    };
+                    line += &format!("bts: the best so far, not proven optimal{more}: {}\n", b.record);
+                }
+                line
+            }
         };
         format!(
             "bts: {}: {}{unreported}\n\

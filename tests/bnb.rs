@@ -414,6 +414,22 @@ fn the_summary_has_a_best_object_and_the_record_is_the_output() {
     assert_eq!(s["outputs"], 1);
     assert_eq!(s["best"]["counts_vary"], true);
     assert!(stderr(&o).contains("best value 13"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("best so far"), "{}", stderr(&o));
+}
+
+/// A run stopped before its end writes no record (it is not proven optimal): the human summary
+/// shows the best found so far, the JSON's `best.record`.
+#[test]
+fn a_stopped_branch_and_bound_shows_its_best_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, optimum) = hard_knapsack(&dir, 24, 110);
+    let o = bts(&["run", "--workers", "1", "--node-limit", "2000", "--summary-json", "-", "knapsack", "--file", &file]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(o.stdout.starts_with(b"{"), "no record on stdout");
+    let s = summary(&o);
+    let record = s["best"]["record"].as_str().unwrap();
+    assert!(s["best"]["value"].as_i64() <= Some(optimum));
+    assert!(stderr(&o).contains(&format!("bts: the best so far, not proven optimal: {record}\n")), "{}", stderr(&o));
 }
 
 /// The progress display shows the best value found so far.
