@@ -600,6 +600,12 @@ fn bad_instances_and_misplaced_options_exit_2_with_one_line() {
         ("maxclique", "--graph", "e 1 2\n", "an edge before"),
         // A file cut short would give a smaller clique number without a word.
         ("maxclique", "--graph", "p edge 3 3\ne 1 2\ne 2 3\n", "announces 3 edges and the file has 2"),
+        // A number past 64 bits is above the limit too, not a malformed line.
+        ("knapsack", "--file", "10\n6 5\n18446744073709551616 4\n", "line 3: 18446744073709551616 is above the limit"),
+        // Control characters are shown escaped; lines that end in CR alone make one line.
+        ("knapsack", "--file", "10\n6 \0 5\n", "line 2: `6 \\u{0} 5` is not"),
+        ("knapsack", "--file", "10\r6 5\r", "`10\\r6 5` is not a capacity (the file's lines end in CR alone"),
+        ("maxclique", "--graph", "p edge 2 1\re 1 2\r", "lines end in CR alone"),
     ] {
         let file = write(&dir, "bad", text);
         let o = bts(&["run", tree, option, &file]);
@@ -608,6 +614,11 @@ fn bad_instances_and_misplaced_options_exit_2_with_one_line() {
     }
     let o = bts(&["run", "knapsack", "--file", "/nonexistent/k.txt"]);
     assert_eq!(o.status.code(), Some(2));
+    let latin1 = dir.path().join("latin1.clq");
+    std::fs::write(&latin1, b"c caf\xe9\np edge 1 0\n").unwrap();
+    let o = bts(&["run", "maxclique", "--graph", latin1.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("latin1.clq: line 1 is not UTF-8 text"), "{}", stderr(&o));
     // The least 64-bit value stands for "no solution yet": no target.
     let file = write(&dir, "k.txt", "10\n6 5\n");
     let o = bts(&["run", "--target", &i64::MIN.to_string(), "knapsack", "--file", &file]);

@@ -30,9 +30,8 @@ pub struct KnapsackArgs {
 impl KnapsackArgs {
     /// The search of the file's instance (see [`knapsack_searcher`]).
     pub fn searcher(&self) -> Result<Arc<dyn Searcher>, String> {
-        let text = std::fs::read_to_string(&self.file)
-            .map_err(|e| format!("knapsack: cannot read {}: {e}", self.file.display()))?;
-        let error = |e: String| format!("knapsack: {}: {e}", self.file.display());
+        let text = crate::read_instance("knapsack", &self.file)?;
+        let error = |e: String| crate::about_file("knapsack", &self.file, &text, e);
         let (capacity, items) = parse(&text).map_err(error)?;
         knapsack_searcher(capacity, &items, text.as_bytes()).map_err(error)
     }
@@ -219,15 +218,24 @@ pub fn parse(text: &str) -> Result<(u64, Vec<(u64, u64)>), String> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let numbers: Result<Vec<u64>, _> = line.split_whitespace().map(str::parse::<u64>).collect();
         let bad = || {
             format!(
-                "line {}: `{line}` is not {}",
+                "line {}: `{}` is not {}",
                 i + 1,
+                crate::quoted(line),
                 if capacity.is_none() { "a capacity" } else { "`value weight`" }
             )
         };
-        let numbers = numbers.map_err(|_| bad())?;
+        let mut numbers = Vec::new();
+        for word in line.split_whitespace() {
+            match word.parse::<u64>() {
+                Ok(x) => numbers.push(x),
+                Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
+                    return Err(format!("line {}: {word} is above the limit of 2^40", i + 1));
+                }
+                Err(_) => return Err(bad()),
+            }
+        }
         if let Some(big) = numbers.iter().find(|&&x| x > MAX_NUMBER) {
             return Err(format!("line {}: {big} is above the limit of 2^40", i + 1));
         }

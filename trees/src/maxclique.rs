@@ -38,9 +38,8 @@ impl MaxCliqueArgs {
     }
 
     fn read(&self) -> Result<(MaxClique, String), String> {
-        let text = std::fs::read_to_string(&self.graph)
-            .map_err(|e| format!("maxclique: cannot read {}: {e}", self.graph.display()))?;
-        let graph = MaxClique::parse(&text).map_err(|e| format!("maxclique: {}: {e}", self.graph.display()))?;
+        let text = crate::read_instance("maxclique", &self.graph)?;
+        let graph = MaxClique::parse(&text).map_err(|e| crate::about_file("maxclique", &self.graph, &text, e))?;
         Ok((graph, text))
     }
 }
@@ -117,7 +116,7 @@ impl MaxClique {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (i, line) in text.lines().enumerate() {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let bad = |what: &str| format!("line {}: {what}: `{}`", i + 1, line.trim());
+            let bad = |what: &str| format!("line {}: {what}: `{}`", i + 1, crate::quoted(line));
             match fields.first().copied() {
                 None | Some("c") => {}
                 Some("p") => {
