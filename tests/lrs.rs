@@ -623,8 +623,13 @@ fn bad_inputs_are_refused_with_exit_2_and_lrss_message() {
     )
     .unwrap();
     let lrs_dir = dir.path().to_str().unwrap();
-    let cases: [(Vec<&str>, &str); 12] = [
+    // A row listed twice as an equation: lrs takes it and gives another polyhedron.
+    let twice = dir.path().join("twice.ine");
+    std::fs::write(&twice, h_input("t", &["7 -3 0".into(), "0 0 0".into(), "1 2 5".into()], 3, "linearity 2 2 2\n"))
+        .unwrap();
+    let cases: [(Vec<&str>, &str); 13] = [
         (vec!["run", "lrs", nonnegative.to_str().unwrap()], "`nonnegative` and `linearity` cannot go together"),
+        (vec!["run", "lrs", twice.to_str().unwrap()], "the input's `linearity` lists row 2 twice"),
         (vec!["run", "lrs", bad.to_str().unwrap()], "Illegal character in number"),
         (vec!["run", "lrs", empty.to_str().unwrap()], "lrs finds no feasible solution in"),
         (vec!["run", "lrs", cube_file, "--lrs", lrs_dir], "is a directory, not a program"),

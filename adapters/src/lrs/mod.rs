@@ -95,7 +95,11 @@ impl LrsSearcher {
             input.push(b'\n');
         }
         let text = String::from_utf8_lossy(&input);
-        let options::Header { hull, name, nonnegative, linearities } = options::header(&text);
+        let options::Header { hull, name, nonnegative, linearities, repeated_linearity } = options::header(&text);
+        if let Some(row) = repeated_linearity {
+            // lrs takes it without a word and gives another polyhedron's vertices and rays.
+            return Err(format!("lrs: {}: the input's `linearity` lists row {row} twice", args.file.display()));
+        }
         let options = options::read(&text).map_err(|e| format!("lrs: {}: {e}", args.file.display()))?;
         if nonnegative && linearities > 0 {
             return Err(format!(

@@ -21,6 +21,8 @@ pub struct Header {
     pub nonnegative: bool,
     /// How many rows `linearity` declares.
     pub linearities: usize,
+    /// A row `linearity` lists more than once.
+    pub repeated_linearity: Option<String>,
 }
 
 /// Reads the head of `input` as lrs does: word by word up to `begin`, a word starting with `*`
@@ -41,7 +43,9 @@ pub fn header(input: &str) -> Header {
             "linearity" => {
                 let count = words.next().and_then(|k| k.parse::<usize>().ok()).unwrap_or(0);
                 header.linearities = count;
-                words.by_ref().take(count).for_each(drop);
+                let rows: Vec<&str> = words.by_ref().take(count).collect();
+                let repeated = rows.iter().enumerate().find(|&(i, row)| rows[..i].contains(row));
+                header.repeated_linearity = repeated.map(|(_, row)| row.to_string());
             }
             "nonnegative" => header.nonnegative = true,
             name => {
@@ -285,6 +289,7 @@ mod tests {
         assert_eq!(h("600\nH-representation"), named(false, "600"));
         let all = h("linearity 2 1 3\ndigits 40\nnonnegative\nV-representation\nthe name");
         assert_eq!(all, Header { linearities: 2, nonnegative: true, ..named(true, "the") });
+        assert_eq!(h("linearity 3 2 1 2").repeated_linearity.as_deref(), Some("2"));
         // After `begin`, nothing counts.
         assert_eq!(header("begin\n1 2 rational\nV-representation\n"), Header::default());
     }
