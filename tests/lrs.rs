@@ -786,3 +786,24 @@ fn a_failed_run_leaves_no_lrs_job_running_on_a_remote_worker() {
     assert!(dir.path().join("fakelrs.sh.hung").exists(), "no job hung: {}", stderr(&o));
     assert!(started.elapsed() < Duration::from_secs(30), "the worker waited for its lrs job: {}", stderr(&worker));
 }
+
+/// lrs 7.1 prints numbers of 19 digits and more wrongly in its 128-bit arithmetic (here
+/// 1000000000000000289 as 1289, as plain lrs does: the records agree). A job that ran in it warns.
+#[test]
+fn a_job_in_128_bit_arithmetic_warns_of_lrss_misprints() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.ine");
+    std::fs::write(&big, h_input("big", &["1000000000000000289 -1".into(), "0 1".into()], 2, "")).unwrap();
+    let plain = plain_lrs(&big);
+    let o = bts(&["run", "--progress", "never", "lrs", big.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(sorted_lines(&String::from_utf8_lossy(&o.stdout)), plain.records);
+    assert!(stderr(&o).contains("in which lrs 7.1 prints numbers of 19 digits or more wrongly"), "{}", stderr(&o));
+    // Numbers that fit in 64 bits: no word.
+    let o = bts(&["run", "--progress", "never", "lrs", write_inputs(dir.path())[0].to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("128-bit"), "{}", stderr(&o));
+}

@@ -386,6 +386,10 @@ impl LrsRunner {
             let what = format!("lrs returned a cobasis at depth {depth}, not below the job's depth {}", job.depth);
             return Err(Failure::new(what, &program));
         }
+        static WARNED_128: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if out.in_128_bits && out.record_count > 0 && !WARNED_128.swap(true, Ordering::Relaxed) {
+            tracing::warn!("{}", parse::MISPRINTS_128);
+        }
         let returned = out.unexplored.len() as u64;
         let visited = (out.total("bases") + u64::from(!cobasis.is_empty())).saturating_sub(returned);
         if visited == 0 {

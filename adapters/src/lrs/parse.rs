@@ -25,6 +25,9 @@ pub struct JobOutput {
     pub head: Vec<String>,
     /// The last comment lines (lrs's complaints, for error messages).
     pub notes: Vec<String>,
+    /// The job ran in lrs's 128-bit arithmetic, whose numbers of 19 digits and more lrs 7.1
+    /// prints wrongly (see [`MISPRINTS_128`]).
+    pub in_128_bits: bool,
     /// The input rows declared as `linearity` that lrs found redundant and made inequalities.
     pub redundant_linearities: Vec<usize>,
 }
@@ -55,6 +58,9 @@ impl JobOutput {
                 // solution and ends: its notes say so).
                 let (name, notes) = (self.name.take(), std::mem::take(&mut self.notes));
                 *self = Self { name, notes, banners: 1, ..Self::default() };
+            }
+            if self.totals.is_none() {
+                self.in_128_bits = text.contains("(128bit,");
             }
             return Ok(());
         }
@@ -112,6 +118,14 @@ impl JobOutput {
         totals.iter().find(|(n, _)| n == name).map_or(0, |&(_, v)| v)
     }
 }
+
+/// lrs 7.1 prints a number of 19 digits or more in its 128-bit arithmetic as two halves, the
+/// lower without its leading zeros: 1000000000000000289 as `1289`. Plain lrs does so too, but only
+/// while it runs in 128 bits; a job that never meets the numbers that took plain lrs on to GMP
+/// stays there, and may print such a number wrongly where plain lrs printed it right.
+pub const MISPRINTS_128: &str = "lrs ran a job in its 128-bit arithmetic, in which lrs 7.1 prints numbers of 19 \
+     digits or more wrongly (1000000000000000289 as 1289), as plain lrs does while it runs in it: if the \
+     records may hold such numbers, check them with an lrs that prints them right";
 
 /// A line of an lrs file's head that lrs prints before the records, besides the name and the
 /// `*****` line: the output's representation, its `linearity`, `begin`.
@@ -255,6 +269,16 @@ mod tests {
         assert_eq!(cobasis(incidence), Some((0, "12 14 15 16".into())));
         assert_eq!(cobasis("h=x facets 1 2 *unexplored"), None);
         assert_eq!(cobasis("h=1 facets *unexplored"), None);
+    }
+
+    #[test]
+    fn the_arithmetic_of_the_jobs_last_start_counts() {
+        let banner = |bits: &str| format!("*lrs:lrslib v.7.1 2021.6.2({bits},lrslong.h,hybrid arithmetic)\n");
+        let job = |text: &str| read(Some("b"), text).in_128_bits;
+        assert!(job(&format!("{}b\n{}b\n 1  1289 \n*Totals: vertices=1\n", banner("64bit"), banner("128bit"))));
+        assert!(!job(&format!("{}b\n{}b\n 1  7 \n", banner("128bit"), banner("64bit"))));
+        // The banner lrs prints again after its totals is not a restart.
+        assert!(!job(&format!("{}b\n 1  7 \n*Totals: vertices=1\n{}", banner("64bit"), banner("128bit"))));
     }
 
     #[test]
