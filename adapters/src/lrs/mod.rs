@@ -130,9 +130,11 @@ impl LrsSearcher {
             checked = check_input(&config, &args.file)?;
             if !checked.redundant_linearities.is_empty() {
                 return Err(format!(
-                    "lrs: {}: lrs finds more linearities redundant once {} are inequalities: take them out of \
-                     `linearity` and try again",
+                    "lrs: {}: lrs finds the linearity of {} redundant even with {} taken out of `linearity`; \
+                     restarted from the cobases of such an input, lrs lands on other bases: declare only \
+                     independent equations in `linearity`",
                     args.file.display(),
+                    rows(&checked.redundant_linearities),
                     rows(&redundant)
                 ));
             }
