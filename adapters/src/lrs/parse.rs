@@ -133,14 +133,17 @@ fn is_head(text: &str) -> bool {
     matches!(text, "H-representation" | "V-representation" | "begin") || text.starts_with("linearity ")
 }
 
-/// A comment lrs prints on every run, or when it widens its arithmetic: no help in an error message.
-/// (`*Input taken from` names the job's own input file, not the user's.)
+/// A comment lrs prints on every run, when it widens its arithmetic, or to echo the options bts
+/// gives a job: no help in an error message. (`*Input taken from` names the job's own input file,
+/// not the user's.)
 fn is_routine(text: &str) -> bool {
     let timing = text[1..].starts_with(|c: char| c.is_ascii_digit()) && text.contains("u ");
+    let echo = ["*restart ", "*mindepth", "*maxcobases", "*maxdepth", "*countonly"];
     timing
         || text.starts_with("*Overflow checking")
         || text.starts_with("*lrs:overflow possible")
         || text.starts_with("*Input taken from")
+        || echo.iter().any(|e| text.starts_with(e))
 }
 
 /// The row of `*Input linearity in row <row> is redundant--converted to inequality`.
