@@ -627,7 +627,13 @@ fn bad_inputs_are_refused_with_exit_2_and_lrss_message() {
     let twice = dir.path().join("twice.ine");
     std::fs::write(&twice, h_input("t", &["7 -3 0".into(), "0 0 0".into(), "1 2 5".into()], 3, "linearity 2 2 2\n"))
         .unwrap();
-    let cases: [(Vec<&str>, &str); 13] = [
+    // With `startingcobasis` lrs names another row than the redundant equation (here row 4, of
+    // three equations that pin a point): bts cannot tell which to make an inequality.
+    let starting = dir.path().join("starting.ine");
+    let point = ["0 1 0", "0 0 1", "0 1 1", "0 1 2"].map(String::from);
+    std::fs::write(&starting, h_input("p", &point, 3, "linearity 3 1 2 3\n") + "startingcobasis 4\n").unwrap();
+    let cases: [(Vec<&str>, &str); 14] = [
+        (vec!["run", "lrs", starting.to_str().unwrap()], "with `startingcobasis` it may name another row"),
         (vec!["run", "lrs", nonnegative.to_str().unwrap()], "`nonnegative` and `linearity` cannot go together"),
         (vec!["run", "lrs", twice.to_str().unwrap()], "the input's `linearity` lists row 2 twice"),
         (vec!["run", "lrs", bad.to_str().unwrap()], "Illegal character in number"),

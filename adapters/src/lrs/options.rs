@@ -8,6 +8,8 @@
 pub struct InputOptions {
     /// lrs's `maxdepth D`: cobases at depth D are printed and not expanded.
     pub max_depth: Option<u32>,
+    /// `startingcobasis`, with which lrs may name the wrong row of a redundant linearity.
+    pub starting_cobasis: bool,
 }
 
 /// What lrs reads before `begin`: the representation and the input's name.
@@ -166,6 +168,7 @@ pub fn read(input: &str) -> Result<InputOptions, String> {
         if let Some((_, why)) = REFUSED.iter().find(|(name, _)| *name == word) {
             return Err(format!("the input's option `{word}` {why}: bts run lrs cannot take it; remove it"));
         }
+        options.starting_cobasis |= word == "startingcobasis";
         if word == "maxdepth" {
             let depth = words.next().and_then(|d| d.parse::<u64>().ok());
             let depth = depth.ok_or("the input's option `maxdepth` needs a depth (a number from 0)")?;
@@ -209,11 +212,15 @@ mod tests {
     fn options_after_end_are_read_word_by_word_and_comments_skipped() {
         assert_eq!(read(CUBE), Ok(InputOptions::default()));
         let with = |tail: &str| read(&format!("{CUBE}{tail}"));
-        assert_eq!(with("printcobasis 2\nmaxdepth 3\n"), Ok(InputOptions { max_depth: Some(3) }));
-        assert_eq!(with("maxdepth\n4\n"), Ok(InputOptions { max_depth: Some(4) }));
-        assert_eq!(with("maxdepth 0 maxdepth 2\n"), Ok(InputOptions { max_depth: Some(2) }));
+        assert_eq!(with("printcobasis 2\nmaxdepth 3\n"), Ok(InputOptions { max_depth: Some(3), ..Default::default() }));
+        assert_eq!(with("startingcobasis 1 2\n"), Ok(InputOptions { starting_cobasis: true, ..Default::default() }));
+        assert_eq!(with("maxdepth\n4\n"), Ok(InputOptions { max_depth: Some(4), ..Default::default() }));
+        assert_eq!(with("maxdepth 0 maxdepth 2\n"), Ok(InputOptions { max_depth: Some(2), ..Default::default() }));
         assert_eq!(with("* maxdepth 1\nincidence\n"), Ok(InputOptions::default()));
-        assert_eq!(with("maxdepth 1 * not maxcobases 2\n"), Ok(InputOptions { max_depth: Some(1) }));
+        assert_eq!(
+            with("maxdepth 1 * not maxcobases 2\n"),
+            Ok(InputOptions { max_depth: Some(1), ..Default::default() })
+        );
         assert!(with("maxdepth x\n").unwrap_err().contains("needs a depth"));
         assert!(with("maxdepth").is_err());
     }
@@ -221,7 +228,7 @@ mod tests {
     #[test]
     fn the_matrix_is_counted_not_its_lines_and_end_is_optional() {
         let text = "cube\nH-representation\nbegin\n2 2 rational\n1 1 1\n-1\nmaxdepth 2\n";
-        assert_eq!(read(text), Ok(InputOptions { max_depth: Some(2) }));
+        assert_eq!(read(text), Ok(InputOptions { max_depth: Some(2), ..Default::default() }));
         assert_eq!(read("x\nbegin\nthree 2 rational\nmaxcobases 3\n"), Ok(InputOptions::default()));
     }
 
@@ -236,7 +243,10 @@ mod tests {
         // A comment is not a number.
         assert!(read("cube\nbegin\n2 2 rational\n1 1 * a row\n1\n").is_err());
         // The matrix may start on the size line.
-        assert_eq!(read("cube\nbegin\n2 2 rational 1 1\n1 -1 maxdepth 1\n"), Ok(InputOptions { max_depth: Some(1) }));
+        assert_eq!(
+            read("cube\nbegin\n2 2 rational 1 1\n1 -1 maxdepth 1\n"),
+            Ok(InputOptions { max_depth: Some(1), ..Default::default() })
+        );
     }
 
     #[test]
@@ -249,7 +259,7 @@ mod tests {
             "H-representation begin 3 3 integer\n",
         ] {
             let text = format!("{head}{matrix}end\nmaxdepth 1\n");
-            assert_eq!(read(&text), Ok(InputOptions { max_depth: Some(1) }), "{text}");
+            assert_eq!(read(&text), Ok(InputOptions { max_depth: Some(1), ..Default::default() }), "{text}");
             let e = read(&format!("{head}{matrix}end\nmaxcobases 3\n")).unwrap_err();
             assert!(e.contains("`maxcobases`"), "{e}");
         }
@@ -262,7 +272,7 @@ mod tests {
     #[test]
     fn a_depth_beyond_any_tree_is_no_limit() {
         let e = |tail: &str| read(&format!("{CUBE}{tail}"));
-        assert_eq!(e("maxdepth 4294967296\n"), Ok(InputOptions { max_depth: Some(u32::MAX) }));
+        assert_eq!(e("maxdepth 4294967296\n"), Ok(InputOptions { max_depth: Some(u32::MAX), ..Default::default() }));
         assert!(e("maxdepth -1\n").unwrap_err().contains("needs a depth"));
     }
 
