@@ -228,16 +228,16 @@ pub fn parse(text: &str) -> Result<(u64, Vec<(u64, u64)>), String> {
         };
         let mut numbers = Vec::new();
         for word in line.split_whitespace() {
-            match word.parse::<u64>() {
-                Ok(x) => numbers.push(x),
-                Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
-                    return Err(format!("line {}: {word} is above the limit of 2^40", i + 1));
+            // A number past 64 bits is above the limit too, not a malformed line.
+            let above = match word.parse::<u64>() {
+                Ok(x) if x <= MAX_NUMBER => {
+                    numbers.push(x);
+                    continue;
                 }
-                Err(_) => return Err(bad()),
-            }
-        }
-        if let Some(big) = numbers.iter().find(|&&x| x > MAX_NUMBER) {
-            return Err(format!("line {}: {big} is above the limit of 2^40", i + 1));
+                Ok(_) => true,
+                Err(e) => *e.kind() == std::num::IntErrorKind::PosOverflow,
+            };
+            return Err(if above { format!("line {}: {word} is above the limit of 2^40", i + 1) } else { bad() });
         }
         match (capacity, numbers.as_slice()) {
             (None, &[c]) => capacity = Some(c),

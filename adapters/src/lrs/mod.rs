@@ -124,16 +124,16 @@ impl LrsSearcher {
         let mut config = LrsConfig { exec, input, hull, name, head: Vec::new(), options, digest };
         let mut checked = check_input(&config, &args.file)?;
         let redundant = std::mem::take(&mut checked.redundant_linearities);
-        if !redundant.is_empty() && config.options.starting_cobasis {
-            return Err(format!(
-                "lrs: {}: lrs finds the linearity of {} redundant, and with `startingcobasis` it may name \
-                 another row than the redundant one, which bts would make an inequality: take the \
-                 redundant equation out of `linearity`, or `startingcobasis` out of the input",
-                args.file.display(),
-                rows(&redundant)
-            ));
-        }
         if !redundant.is_empty() {
+            if config.options.starting_cobasis {
+                return Err(format!(
+                    "lrs: {}: lrs finds the linearity of {} redundant, and with `startingcobasis` it may \
+                     name another row than the redundant one, which bts would make an inequality: take \
+                     the redundant equation out of `linearity`, or `startingcobasis` out of the input",
+                    args.file.display(),
+                    rows(&redundant)
+                ));
+            }
             config.input = options::without_linearities(&config.input, &redundant)
                 .ok_or_else(|| format!("lrs: {}: cannot read the input's `linearity`", args.file.display()))?;
             checked = check_input(&config, &args.file)?;

@@ -65,9 +65,9 @@ pub fn header(input: &str) -> Header {
 pub fn without_linearities(input: &[u8], redundant: &[usize]) -> Option<Vec<u8>> {
     let mut words = byte_words(input).take_while(|&(_, w)| w != b"begin");
     let (start, _) = words.find(|&(_, w)| w == b"linearity")?;
-    let (count_at, count) = words.next()?;
-    let count: usize = std::str::from_utf8(count).ok()?.parse().ok()?;
-    let mut end = count_at + count.to_string().len();
+    let (count_at, count_word) = words.next()?;
+    let count: usize = std::str::from_utf8(count_word).ok()?.parse().ok()?;
+    let mut end = count_at + count_word.len();
     let mut kept = Vec::new();
     for (at, word) in words.take(count) {
         end = at + word.len();
