@@ -122,6 +122,9 @@ const FAULTY: &str = r#"
 import os, sys, time
 mode, persistent = sys.argv[1], sys.argv[2] == "persistent"
 def job(node, marker):
+    if node == "n7" and mode == "quiet":
+        print(f"faulty: failing at {node} ({mode})", file=sys.stderr, flush=True)
+        time.sleep(60)
     if node == "root":
         for i in range(10): print(f"unexplored 1 n{i}")
     elif node.count(".") == 0:
@@ -138,6 +141,9 @@ def job(node, marker):
         if mode == "signal": os.kill(os.getpid(), 9)
         if mode == "malformed": print("hello bts", flush=True)
         if mode == "nodone": return
+        if mode == "closeout": os.close(1); time.sleep(60)
+        if mode == "nonewline": sys.stdout.write("done 1"); sys.stdout.flush(); time.sleep(60)
+        if mode == "lingers": print("done 1", flush=True); time.sleep(60)
         if mode == "slow": time.sleep(60)
         if mode == "longline": sys.stdout.write("x" * (20 << 20)); sys.stdout.flush(); time.sleep(60)
         if mode == "done0": print("done 0", flush=True); return
@@ -173,7 +179,7 @@ fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Opti
         args.push("--optimise");
     }
     // A short timeout where the program hangs; elsewhere one that a loaded machine's Python starts keep to.
-    let timeout = if ["nodone", "slow"].contains(&mode) { "2" } else { "30" };
+    let timeout = if ["nodone", "slow", "quiet", "nonewline", "lingers"].contains(&mode) { "2" } else { "30" };
     args.extend_from_slice(&["--job-timeout", timeout, "--", script.to_str().unwrap(), mode]);
     args.extend_from_slice(&[if persistent { "persistent" } else { "oneshot" }, marker.to_str().unwrap()]);
     let o = bts(&args);
@@ -184,7 +190,8 @@ fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Opti
 #[test]
 fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, bool, &str); 16] = [
+    let timeout = "took longer than --job-timeout 2 s";
+    let cases: [(&str, bool, &str); 21] = [
         ("exit", true, "ended before `done` (exit status 3)"),
         ("exit", false, "ended before `done` (exit status 3)"),
         ("signal", true, "killed by signal 9"),
@@ -193,6 +200,16 @@ fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
         ("nodone", false, "ended before `done` (exit status 0)"),
         ("nodone", true, "took longer than --job-timeout 2 s"),
         ("slow", false, "took longer than --job-timeout 2 s"),
+        // What bts knows of why it waited or why the answer ended.
+        ("closeout", true, "the program closed its stdout before `done` (it is still running)"),
+        ("closeout", false, "the program closed its stdout before `done` (it is still running)"),
+        ("quiet", true, &format!("{timeout}; the program wrote nothing for this job (does it flush its output?")),
+        (
+            "nonewline",
+            true,
+            &format!("{timeout}; the program wrote a line without its newline, which bts cannot take yet: \"done 1\""),
+        ),
+        ("lingers", false, &format!("{timeout}: the program said `done` but did not exit")),
         ("longline", true, "a line longer than 16777216 bytes; the offending line: \"xxxx"),
         ("done0", true, "`done 0`"),
         ("leaves", false, "more leaves than visited nodes; the offending line: \"done 1 leaves=2\""),
@@ -576,8 +593,11 @@ fn a_node_a_one_shot_program_cannot_be_given_is_refused_where_it_is_returned() {
     let program = program.to_str().unwrap();
     let cases: [(&[&str], Option<&str>); 4] = [
         (&["nul"], Some("it holds a NUL byte")),
-        (&["long"], Some("200000 bytes, more than the system passes")),
-        (&["edge", "--start-node={node}"], Some("131062 bytes, more than the system passes")),
+        (&["long"], Some("its 200000 bytes make the environment string BTS_NODE=<node> 200009 bytes long, more than")),
+        (
+            &["edge", "--start-node={node}"],
+            Some("its 131062 bytes make the argument \"--start-node={node}\" 131075 bytes"),
+        ),
         (&["edge"], None),
     ];
     for (args, why) in cases {
@@ -592,6 +612,34 @@ fn a_node_a_one_shot_program_cannot_be_given_is_refused_where_it_is_returned() {
         assert!(log.contains(&format!("a node that a one-shot program cannot be given: {why}")), "{args:?}: {log}");
         assert!(log.contains("a job failed at node \"root\"") && log.contains("(after 1 attempt)"), "{args:?}: {log}");
     }
+    // A root that cannot go there is refused before the run.
+    let root = "r".repeat(131_063);
+    let o = bts(&["run", "--progress", "never", "exec", "--root", &root, "--", program, "edge"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let refusal = "a one-shot program cannot be given the root (--root): its 131063 bytes make the environment string";
+    assert!(stderr(&o).contains(refusal), "{}", stderr(&o));
+    let o = bts(&["run", "--progress", "never", "exec", "--persistent", "--root", &root, "--", "cat"]);
+    assert!(!stderr(&o).contains("cannot be given the root"), "{}", stderr(&o));
+}
+
+/// A persistent program that crashes after its `done`, before it answers the next job, is not said
+/// to have ended "before `done`".
+#[test]
+fn a_program_that_crashes_after_its_answer_is_told_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "crash.py",
+        "#!/usr/bin/env python3\nimport sys\nline = sys.stdin.readline()\n\
+         print('unexplored 1 a' if line.endswith(' root\\n') else 'out x')\nprint('done 1', flush=True)\nsys.stdin.readline()\nsys.exit(4)\n",
+    );
+    let args = ["run", "--workers", "1", "--progress", "never", "exec", "--persistent", "--retries", "0"];
+    let o = bts(&[&args[..], &["--", program.to_str().unwrap()]].concat());
+    let log = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    let told = "the program ended (exit status 4) before it wrote anything of this job (it may have ended after its \
+                answer to the last one)";
+    assert!(log.contains("a job failed at node \"a\"") && log.contains(told), "{log}");
 }
 
 /// A program that floods bts with records before its `done` fails its job clearly instead of
@@ -603,6 +651,16 @@ fn a_job_that_answers_without_end_fails_clearly() {
         dir.path(),
         "flood.py",
         "#!/usr/bin/env python3\nimport sys\nline = b'out ' + b'y' * (1 << 20) + b'\\n'\nwhile True: sys.stdout.buffer.write(line)\n",
+    );
+    let o = bts(&["run", "--workers", "1", "exec", "--retries", "0", "--", program.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("more than 256 MiB of records and nodes before its `done`"), "{}", stderr(&o));
+    // Empty nodes count too: each costs bts memory.
+    let program = script(
+        dir.path(),
+        "empties.py",
+        "#!/usr/bin/env python3\nimport sys, time\nfor _ in range(100): sys.stdout.buffer.write(b'unexplored 1 \\n' * 100000)\n\
+         sys.stdout.flush()\ntime.sleep(60)\n",
     );
     let o = bts(&["run", "--workers", "1", "exec", "--retries", "0", "--", program.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

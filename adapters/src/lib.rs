@@ -126,6 +126,11 @@ impl ExecSearcher {
             return Err("exec: --root must be one line".into());
         }
         let (program, rest) = args.command.split_first().ok_or("exec: no program given after --")?;
+        if !args.persistent
+            && let Some(why) = runner::unpassable(args.root.as_bytes(), rest)
+        {
+            return Err(format!("exec: a one-shot program cannot be given the root (--root): {why}; use --persistent"));
+        }
         let program = find_program(program)?;
         let config = ExecConfig {
             program,

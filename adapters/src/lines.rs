@@ -31,7 +31,15 @@ pub fn parse(line: &[u8]) -> Option<Line<'_>> {
         b"out\r" => Some(Line::Out(&line[3..])),
         b"log\r" => Some(Line::Log(&line[3..])),
         b"solution" => {
-            let (value, record) = split_once(rest, b' ').unwrap_or((rest, b""));
+            let (value, record) = match split_once(rest, b' ') {
+                Some(split) => split,
+                // An empty record of a program that ends its lines with \r\n: the \r stays, as
+                // for `out`.
+                None => match rest.strip_suffix(b"\r") {
+                    Some(value) => (value, &rest[value.len()..]),
+                    None => (rest, &b""[..]),
+                },
+            };
             let value = number::<i64>(value).filter(|&v| v != NO_VALUE)?;
             Some(Line::Solution { value, record })
         }
@@ -120,6 +128,8 @@ mod tests {
     fn branch_and_bound_lines() {
         assert_eq!(parse(b"solution -7 a b"), Some(Line::Solution { value: -7, record: b"a b" }));
         assert_eq!(parse(b"solution 3"), Some(Line::Solution { value: 3, record: b"" }));
+        assert_eq!(parse(b"solution 3\r"), Some(Line::Solution { value: 3, record: b"\r" }));
+        assert_eq!(parse(b"solution 3 a\r"), Some(Line::Solution { value: 3, record: b"a\r" }));
         assert_eq!(parse(b"solution x y"), None);
         assert_eq!(parse(b"solution -9223372036854775808 y"), None);
         let pruned = Some(Line::Done { visited: 4, leaves: None, max_depth: None, job: None, pruned: Some(9) });

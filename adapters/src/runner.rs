@@ -200,7 +200,13 @@ impl ExecRunner {
                     // It exited after its last `done`, just as this job came.
                     return self.attempt(job, batch);
                 }
-                let what = format!("cannot give the job to the program ({e}; {})", describe(status));
+                let what = match status {
+                    Some(_) if self.jobs_given > 0 => format!(
+                        "the program ended ({}) after its answer to the last job, before it read this one",
+                        describe(status)
+                    ),
+                    _ => format!("cannot give the job to the program ({e}; {})", describe(status)),
+                };
                 return Err(Failure::new(what, &program));
             }
             self.jobs_given += 1;
@@ -265,14 +271,16 @@ impl ExecRunner {
                 Next::Timeout if program.exited() => break,
                 Next::Timeout if self.config.abandoned() => return Err(Failure::new("the run is over", program)),
                 Next::Timeout if Instant::now() >= deadline => {
-                    return Err(Failure::new(timeout_message(&self.config), program));
+                    let what = format!("{}: the program said `done` but did not exit", timeout_message(&self.config));
+                    return Err(Failure::new(what, program));
                 }
                 Next::Timeout => {}
             }
         }
         // It may close stdout a little before it exits.
         if !program.exited_by(deadline) {
-            return Err(Failure::new(timeout_message(&self.config), program));
+            let what = format!("{}: the program said `done` but did not exit", timeout_message(&self.config));
+            return Err(Failure::new(what, program));
         }
         // What it wrote just before it exited.
         match program.next(Instant::now()) {
@@ -338,9 +346,19 @@ impl ExecRunner {
                 }
                 Next::Eof => {
                     let status = program.wait(Duration::from_millis(500));
-                    let what = format!("the program ended before `done` ({})", describe(status));
-                    let between_jobs =
-                        self.config.persistent && self.jobs_given > 1 && !heard && status.is_some_and(|s| s.success());
+                    // A persistent process that said nothing of this job may have ended after its
+                    // last `done`, before it read this job.
+                    let after_last = self.config.persistent && self.jobs_given > 1 && !heard;
+                    let what = match status {
+                        None => "the program closed its stdout before `done` (it is still running)".to_string(),
+                        Some(s) if after_last && !s.success() => format!(
+                            "the program ended ({}) before it wrote anything of this job (it may have ended after \
+                             its answer to the last one)",
+                            describe(status)
+                        ),
+                        Some(_) => format!("the program ended before `done` ({})", describe(status)),
+                    };
+                    let between_jobs = after_last && status.is_some_and(|s| s.success());
                     return Err(Failure { between_jobs, ..Failure::new(what, program) });
                 }
                 Next::Timeout if self.config.abandoned() => {
@@ -363,7 +381,26 @@ impl ExecRunner {
                     }
                     continue;
                 }
-                Next::Timeout => return Err(Failure::new(timeout_message(&self.config), program)),
+                Next::Timeout => {
+                    // What bts knows of why: a line still waiting for its newline, or nothing at all.
+                    let unread = program.unread();
+                    let what = if !unread.is_empty() {
+                        format!(
+                            "{}; the program wrote a line without its newline, which bts cannot take yet: {:?}",
+                            timeout_message(&self.config),
+                            String::from_utf8_lossy(&unread)
+                        )
+                    } else if !heard {
+                        format!(
+                            "{}; the program wrote nothing for this job (does it flush its output? many languages \
+                             buffer what they write to a pipe)",
+                            timeout_message(&self.config)
+                        )
+                    } else {
+                        timeout_message(&self.config)
+                    };
+                    return Err(Failure::new(what, program));
+                }
             };
             heard = true;
             match lines::parse(&line) {
@@ -385,7 +422,8 @@ impl ExecRunner {
                         let what = format!("a node that a one-shot program cannot be given: {why}; use --persistent");
                         return Err(Failure { beyond_retry: true, ..Failure::with_line(what, &line, program) });
                     }
-                    returned_bytes += node.len();
+                    // What a node costs bts's memory, not only its text: empty nodes are no free.
+                    returned_bytes += node.len() + std::mem::size_of::<Returned>();
                     batch.returned.push(Returned { depth, node: NodeBytes::from_slice(node) });
                 }
                 Some(Line::Log(text)) => tracing::info!(worker = %self.tag, "{}", String::from_utf8_lossy(text)),
@@ -458,7 +496,7 @@ const MAX_STRING: usize = 128 * 1024 - 1;
 
 /// Why `node` cannot reach a one-shot program, which gets it in its environment (`BTS_NODE=<node>`)
 /// and in every argument of `args` that says `{node}`.
-fn unpassable(node: &[u8], args: &[String]) -> Option<String> {
+pub(crate) fn unpassable(node: &[u8], args: &[String]) -> Option<String> {
     if node.contains(&0) {
         return Some("it holds a NUL byte".into());
     }
@@ -466,11 +504,19 @@ fn unpassable(node: &[u8], args: &[String]) -> Option<String> {
     let filled = |arg: &String| {
         let fields: usize =
             ["{depth}", "{budget}", "{max_depth}", "{least}"].iter().map(|f| arg.matches(f).count()).sum();
-        arg.len() + arg.matches("{node}").count() * node.len() + fields * 20
+        arg.len() - arg.matches("{node}").count() * "{node}".len()
+            + arg.matches("{node}").count() * node.len()
+            + fields * 20
     };
-    let longest = args.iter().filter(|a| a.contains("{node}")).map(filled).chain(["BTS_NODE=".len() + node.len()]);
-    (longest.max().unwrap_or(0) > MAX_STRING).then(|| {
-        format!("{} bytes, more than the system passes to a program in one string ({MAX_STRING} bytes)", node.len())
+    let environment = ("BTS_NODE=".len() + node.len(), "the environment string BTS_NODE=<node>".to_string());
+    let arguments = args.iter().filter(|a| a.contains("{node}")).map(|a| (filled(a), format!("the argument {a:?}")));
+    let (longest, string) = arguments.fold(environment, |a, b| if b.0 > a.0 { b } else { a });
+    (longest > MAX_STRING).then(|| {
+        format!(
+            "its {} bytes make {string} {longest} bytes long, more than the system passes to a program in one \
+             string ({MAX_STRING} bytes)",
+            node.len()
+        )
     })
 }
 
