@@ -194,6 +194,23 @@ fn workers_exit_with_a_clear_message_when_the_master_dies() {
     assert!(started.elapsed() < Duration::from_secs(15));
 }
 
+/// A worker whose master dies gives up a long job of a built-in tree at once (here the whole
+/// tree, some 80 s of search): the master had put it back in its list.
+#[test]
+fn a_worker_gives_up_its_long_job_when_the_master_dies() {
+    let run = ["--workers", "0", "--fixed-budget", "--budget", "inf", "--count-only", "queens", "--n", "17"];
+    let mut master = Master::start(&run);
+    let w = worker(&["--connect", &master.address, "--threads", "1", "--retry", "1"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(&master.child, "-KILL");
+    master.child.wait().unwrap();
+    let started = Instant::now();
+    let (code, log) = worker_output(w);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("lost the master"), "{log}");
+    assert!(started.elapsed() < Duration::from_secs(15), "it finished its job first: {:?}", started.elapsed());
+}
+
 /// A worker that cannot reach its master says, after a while, what it waits for; `--retry 0`
 /// tries once.
 #[test]

@@ -562,7 +562,7 @@ mod tests {
             let goal = bts_worker::Maximise::default();
             goal.0.raise(bts_protocol::Incumbent { value: incumbent, ..Default::default() });
             let (mut found, mut back) = (Vec::new(), Vec::new());
-            let job = bts_worker::Job { start, depth, limits };
+            let job = bts_worker::Job { start, depth, limits, abort: None };
             let mut give_back = |p, d| back.push((p, d));
             let out = &mut bts_worker::CountOnly;
             let stats = if recursive {

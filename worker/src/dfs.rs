@@ -3,6 +3,18 @@
 use crate::Tree;
 use crate::optimise::{Enumerate, Goal, Visit};
 use bts_protocol::Solution;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How many nodes a job visits between two looks at its [`Job::abort`] flag: off the hot path, and
+/// often enough that a job of any budget is given up within moments.
+pub(crate) const ABORT_CHECK: u64 = 4096;
+
+/// True when `abort` says the job's result is of no use (see [`Job::abort`]).
+#[cold]
+#[inline(never)]
+pub(crate) fn aborted(abort: Option<&AtomicBool>) -> bool {
+    abort.is_some_and(|a| a.load(Ordering::Relaxed))
+}
 
 /// How far a job may go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,7 +107,8 @@ pub fn search<T: Tree + ?Sized>(
     out: &mut impl Records,
     returned: &mut impl FnMut(T::Node, u32),
 ) -> JobStats {
-    search_with(tree, &Enumerate, Job { start: &start, depth: start_depth, limits }, out, &mut Vec::new(), returned)
+    let job = Job { start: &start, depth: start_depth, limits, abort: None };
+    search_with(tree, &Enumerate, job, out, &mut Vec::new(), returned)
 }
 
 /// Where a search starts and how far it may go. The start node is borrowed, so that it survives a
@@ -104,6 +117,9 @@ pub struct Job<'a, N> {
     pub start: &'a N,
     pub depth: u32,
     pub limits: Limits,
+    /// Looked at every [`ABORT_CHECK`] visited nodes: once it is true, the search ends as if its
+    /// budget were spent, and its caller drops the result (the run is over, or its master lost).
+    pub abort: Option<&'a AtomicBool>,
 }
 
 /// As [`search`], with a [`Goal`]: a node the goal does not admit (when it is about to be visited
@@ -117,9 +133,13 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
     found: &mut Vec<Solution>,
     returned: &mut impl FnMut(T::Node, u32),
 ) -> JobStats {
-    let Job { start, depth: start_depth, limits } = job;
-    // A solution that reaches the target spends the budget at once.
-    let mut budget = limits.budget.max(1);
+    let Job { start, depth: start_depth, limits, abort } = job;
+    // `budget` is where the search next stops: every ABORT_CHECK nodes it looks at `abort` and
+    // goes on unless told to end, until `limits.budget`, which stays in memory (read at these
+    // stops only: the loop keeps one count in registers). A solution that reaches the target
+    // spends both at once.
+    let mut limits = limits;
+    let mut budget = limits.budget.clamp(1, ABORT_CHECK);
     let max_depth = limits.max_depth.unwrap_or(u32::MAX);
     let mut stats = JobStats { max_depth: start_depth, ..JobStats::default() };
     if !goal.admits(tree, start, start_depth) {
@@ -138,7 +158,7 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
     match goal.visit(tree, start, start_depth, out, found) {
         Visit::Nothing => {}
         Visit::Record => stats.outputs = 1,
-        Visit::Target => budget = 1,
+        Visit::Target => (budget, limits.budget) = (1, 1),
     }
     stack.push(tree.children(start, start_depth));
     loop {
@@ -146,6 +166,12 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
         let depth = start_depth + stack.len() as u32 - 1;
         let top = stack.last_mut().expect("the stack holds the last visited node's children");
         if stats.visited == budget || depth >= max_depth {
+            if stats.visited == budget
+                && let Some(pause) = next_pause(stats.visited, &limits, abort)
+            {
+                budget = pause;
+                continue;
+            }
             // Either the budget is spent or the children lie beyond the depth limit: hand the
             // children back unvisited.
             let mut any = false;
@@ -170,7 +196,7 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
         } else if let Some(child) = next(top, depth + 1) {
             // Only a step down can go deeper than every node so far.
             stats.max_depth = stats.max_depth.max(depth + 1);
-            stack.push(visit(tree, goal, child, depth + 1, out, found, &mut stats, &mut budget));
+            stack.push(visit(tree, goal, child, depth + 1, out, found, &mut stats, (&mut budget, &mut limits)));
             continue;
         } else {
             stats.leaves += 1;
@@ -185,12 +211,20 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
                 return stats;
             };
             if let Some(child) = next(top, child_depth) {
-                stack.push(visit(tree, goal, child, child_depth, out, found, &mut stats, &mut budget));
+                stack.push(visit(tree, goal, child, child_depth, out, found, &mut stats, (&mut budget, &mut limits)));
                 break;
             }
             stack.pop();
         }
     }
+}
+
+/// At a pause: the next one, or `None` when the budget is spent or the job is told to end.
+#[cold]
+#[inline(never)]
+fn next_pause(visited: u64, limits: &Limits, abort: Option<&AtomicBool>) -> Option<u64> {
+    let budget = limits.budget.max(1);
+    (visited < budget && !aborted(abort)).then(|| budget.min(visited.saturating_add(ABORT_CHECK)))
 }
 
 /// The next child of `children` worth searching; the others are pruned and counted in `pruned`.
@@ -230,14 +264,14 @@ fn visit<'a, T: Tree + ?Sized, G: Goal<T>>(
     out: &mut impl Records,
     found: &mut Vec<Solution>,
     stats: &mut JobStats,
-    budget: &mut u64,
+    (budget, limits): (&mut u64, &mut Limits),
 ) -> T::Children<'a> {
     stats.visited += 1;
     let (node, visit) = goal.visit_owned(tree, node, depth, out, found);
     match visit {
         Visit::Nothing => {}
         Visit::Record => stats.outputs += 1,
-        Visit::Target => *budget = stats.visited,
+        Visit::Target => (*budget, limits.budget) = (stats.visited, stats.visited),
     }
     tree.children_owned(node, depth)
 }

@@ -5,6 +5,7 @@ use crate::optimise::{Enumerate, Goal, Maximise, Optimise, SharedIncumbent};
 use crate::{CountOnly, Limits, Records, Recursive, Tree, search_recursive, search_with, unwind};
 use bts_protocol::{Incumbent, Job, JobFailure, JobReport, NodeBytes, ReportBatch, Returned, Solution};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// Per-runner settings fixed for a whole run.
@@ -133,20 +134,28 @@ pub struct TreeSearcher<T, G = Enumerate, S = Loop> {
     tree: Arc<T>,
     goal: Arc<G>,
     input_digest: Option<u32>,
+    /// Set by [`Searcher::abandon`]: running jobs end within moments, their results dropped.
+    abandoned: Arc<AtomicBool>,
     search: std::marker::PhantomData<S>,
+}
+
+impl<T, G> TreeSearcher<T, G> {
+    fn with_goal(tree: T, goal: G) -> Self {
+        let (tree, goal, abandoned) = (Arc::new(tree), Arc::new(goal), Arc::default());
+        Self { tree, goal, input_digest: None, abandoned, search: std::marker::PhantomData }
+    }
 }
 
 impl<T: Tree> TreeSearcher<T> {
     pub fn new(tree: T) -> Self {
-        Self { tree: Arc::new(tree), goal: Arc::new(Enumerate), input_digest: None, search: std::marker::PhantomData }
+        Self::with_goal(tree, Enumerate)
     }
 }
 
 impl<T: Optimise> TreeSearcher<T, Maximise> {
     /// A branch and bound over `tree`.
     pub fn optimising(tree: T) -> Self {
-        let goal = Arc::new(Maximise::default());
-        Self { tree: Arc::new(tree), goal, input_digest: None, search: std::marker::PhantomData }
+        Self::with_goal(tree, Maximise::default())
     }
 }
 
@@ -154,8 +163,8 @@ impl<T: Recursive, G> TreeSearcher<T, G> {
     /// The same search, its jobs run by the tree's own recursion ([`Recursive`]); random polling
     /// and progress estimates still walk the tree through its children iterators.
     pub fn recursive(self) -> TreeSearcher<T, G, Recursion> {
-        let Self { tree, goal, input_digest, .. } = self;
-        TreeSearcher { tree, goal, input_digest, search: std::marker::PhantomData }
+        let Self { tree, goal, input_digest, abandoned, .. } = self;
+        TreeSearcher { tree, goal, input_digest, abandoned, search: std::marker::PhantomData }
     }
 }
 
@@ -232,6 +241,7 @@ impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> Searcher for TreeSearcher<T, G, S>
             tree,
             goal,
             settings,
+            abandoned: Arc::clone(&self.abandoned),
             out: String::new(),
             found: Vec::new(),
             search: std::marker::PhantomData,
@@ -251,12 +261,21 @@ impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> Searcher for TreeSearcher<T, G, S>
     fn input_digest(&self) -> Option<u32> {
         self.input_digest
     }
+
+    fn abandon(&self) {
+        self.abandoned.store(true, Ordering::Relaxed);
+    }
+
+    fn begin_run(&self) {
+        self.abandoned.store(false, Ordering::Relaxed);
+    }
 }
 
 struct TreeRunner<T, G, S> {
     tree: Arc<T>,
     goal: Arc<G>,
     settings: RunnerSettings,
+    abandoned: Arc<AtomicBool>,
     /// Output records of the running job.
     out: String,
     /// Solutions the running job found.
@@ -282,6 +301,7 @@ impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> JobRunner for TreeRunner<T, G, S> 
         let mut encode_error = None;
         let returned = &mut batch.returned;
         let keep_output = self.settings.keep_output;
+        let abort = Some(&*self.abandoned);
         let result = unwind::catch(|| {
             let mut give_back = |child, depth| match encode(&child) {
                 Ok(node) => returned.push(Returned { depth, node }),
@@ -289,7 +309,7 @@ impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> JobRunner for TreeRunner<T, G, S> 
                     encode_error.get_or_insert_with(|| format!("cannot serialise node {child:?}: {e}"));
                 }
             };
-            let search = crate::Job { start: &node, depth: job.depth, limits };
+            let search = crate::Job { start: &node, depth: job.depth, limits, abort };
             if keep_output {
                 S::search(tree, goal, search, out, found, &mut give_back)
             } else {
@@ -297,6 +317,12 @@ impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> JobRunner for TreeRunner<T, G, S> 
             }
         });
         let failure = match (result, encode_error) {
+            // Nobody waits for it: the run is over, or the master that gave it out is lost.
+            (Ok(_), None) if self.abandoned.load(Ordering::Relaxed) => {
+                batch.returned.truncate(returned_before);
+                let message = "given up: the run is over, or its master lost";
+                return Err(JobFailure { given_up: true, ..fail(message.into()) });
+            }
             (Ok(stats), None) => {
                 let output_bytes = if self.settings.keep_output {
                     batch.output.extend_from_slice(self.out.as_bytes());

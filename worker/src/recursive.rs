@@ -2,7 +2,7 @@
 //! does: bts keeps the budget, the depth limit, the incumbent and the frontier through a [`Scope`].
 
 use crate::Tree;
-use crate::dfs::{Job, JobStats, Records};
+use crate::dfs::{ABORT_CHECK, Job, JobStats, Records, aborted};
 use crate::optimise::{Goal, Visit};
 use bts_protocol::Solution;
 
@@ -105,15 +105,19 @@ pub fn search_recursive<T: Recursive + ?Sized, G: Goal<T>>(
 where
     T::Node: Clone,
 {
-    let Job { start, depth, limits } = job;
+    let Job { start, depth, limits, abort } = job;
     if !goal.admits(tree, start, depth) {
         return JobStats { max_depth: depth, pruned: 1, ..JobStats::default() };
     }
     let budget = limits.budget.max(1);
+    // The first look after ABORT_CHECK nodes, the start node among them, as the loop does.
+    let left = (budget - 1).min(ABORT_CHECK - 1);
     let mut scope = JobScope {
         tree,
         goal,
-        left: budget - 1,
+        left,
+        reserve: budget - 1 - left,
+        abort,
         cut: 0,
         max_depth: limits.max_depth.unwrap_or(u32::MAX).min(depth.saturating_add(T::MAX_RECURSION)),
         deepest: depth,
@@ -130,7 +134,7 @@ where
     scope.took(visit);
     tree.search_below(start.clone(), depth, &mut scope);
     JobStats {
-        visited: budget - scope.left - scope.cut,
+        visited: budget - scope.left - scope.reserve - scope.cut,
         leaves: scope.leaves + u64::from(scope.open != 0),
         max_depth: scope.deepest,
         outputs: scope.outputs,
@@ -141,8 +145,11 @@ where
 struct JobScope<'a, T: ?Sized, G, R, F> {
     tree: &'a T,
     goal: &'a G,
-    /// How many more nodes the job may visit.
+    /// How many more nodes the job may visit before it looks at `abort`...
     left: u64,
+    /// ... and after.
+    reserve: u64,
+    abort: Option<&'a std::sync::atomic::AtomicBool>,
     /// What was left when a solution reached the target and ended the job.
     cut: u64,
     max_depth: u32,
@@ -176,7 +183,7 @@ where
         }
         // The last visited node is a leaf unless this is one of its children.
         self.leaves += u64::from(self.open > depth);
-        if self.left == 0 || depth > self.max_depth {
+        if (self.left == 0 && !self.goes_on()) || depth > self.max_depth {
             self.open = 0;
             hand_back(self.returned, child, depth);
             return Entry::Skipped;
@@ -197,8 +204,25 @@ impl<T: ?Sized, G, R, F> JobScope<'_, T, G, R, F> {
         match visit {
             Visit::Nothing => {}
             Visit::Record => self.outputs += 1,
-            Visit::Target => (self.cut, self.left) = (self.left, 0),
+            Visit::Target => (self.cut, self.left, self.reserve) = (self.left + self.reserve, 0, 0),
         }
+    }
+
+    /// Takes the next [`ABORT_CHECK`] nodes of the budget, unless it is spent or the job is told
+    /// to end (then it is spent).
+    #[cold]
+    #[inline(never)]
+    fn goes_on(&mut self) -> bool {
+        if self.reserve == 0 {
+            return false;
+        }
+        if aborted(self.abort) {
+            (self.cut, self.reserve) = (self.reserve, 0);
+            return false;
+        }
+        self.left = self.reserve.min(ABORT_CHECK);
+        self.reserve -= self.left;
+        true
     }
 }
 
@@ -263,12 +287,23 @@ mod tests {
         depth: u32,
         limits: Limits,
     ) -> [Outcome; 2] {
+        both_or_aborted(tree, goal, start, depth, limits, None)
+    }
+
+    fn both_or_aborted<T: Recursive<Node = u32>, G: Goal<T>>(
+        tree: &T,
+        goal: &G,
+        start: u32,
+        depth: u32,
+        limits: Limits,
+        abort: Option<&std::sync::atomic::AtomicBool>,
+    ) -> [Outcome; 2] {
         let (mut out, mut back) = (String::new(), Vec::new());
-        let job = Job { start: &start, depth, limits };
+        let job = Job { start: &start, depth, limits, abort };
         let stats = search_with(tree, goal, job, &mut out, &mut Vec::new(), &mut |n, d| back.push((n, d)));
         let looped = (out, back, stats);
         let (mut out, mut back) = (String::new(), Vec::new());
-        let job = Job { start: &start, depth, limits };
+        let job = Job { start: &start, depth, limits, abort };
         let stats = search_recursive(tree, goal, job, &mut out, &mut Vec::new(), &mut |n, d| back.push((n, d)));
         [looped, (out, back, stats)]
     }
@@ -311,6 +346,65 @@ mod tests {
         }
     }
 
+    /// A random tree of 12,001 nodes, and its nodes in depth-first order (found by a walk of its
+    /// own).
+    fn big_tree() -> (Explicit, Vec<u32>) {
+        let mut x = 1u64;
+        let parents: Vec<usize> = (0..12_000)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 33) as usize
+            })
+            .collect();
+        let tree = random_tree(&parents);
+        let (mut order, mut stack) = (Vec::new(), vec![0u32]);
+        while let Some(n) = stack.pop() {
+            order.push(n);
+            stack.extend(tree.0[n as usize].iter().rev());
+        }
+        (tree, order)
+    }
+
+    /// A job stops every ABORT_CHECK nodes to look at its abort flag: unset, the pauses change
+    /// nothing, in the loop and the recursion alike, for budgets on either side of them, and with a
+    /// node that reaches the target.
+    #[test]
+    fn pauses_to_look_at_the_abort_flag_change_nothing() {
+        let (tree, order) = big_tree();
+        let n = order.len() as u64;
+        let c = crate::dfs::ABORT_CHECK;
+        for budget in [c - 1, c, c + 1, 2 * c - 1, 2 * c, 2 * c + 1, 10_000, n, u64::MAX] {
+            let [looped, recursive] = both(&tree, &crate::Enumerate, 0, 0, Limits { budget, max_depth: None });
+            let visited: Vec<u32> = looped.0.lines().map(|l| l.parse().unwrap()).collect();
+            assert_eq!(visited, order[..budget.min(n) as usize], "budget {budget}");
+            assert_eq!(looped.2.visited, budget.min(n));
+            assert_eq!(recursive, looped, "budget {budget}");
+        }
+        // Node 0 alone is pruned: no other node is a multiple of u32::MAX.
+        let target = order[5000];
+        let goal = Pruning { every: u32::MAX, skip_rest: false, target };
+        let [looped, recursive] = both(&tree, &goal, 0, 0, Limits::UNLIMITED);
+        assert_eq!((looped.2.visited, looped.0.lines().last()), (5001, Some(&*target.to_string())));
+        assert_eq!(recursive, looped);
+    }
+
+    /// A job told to end ends at its next look: it has visited a multiple of ABORT_CHECK nodes
+    /// (or its budget), and hands the rest back as if its budget were spent.
+    #[test]
+    fn a_job_told_to_end_ends_at_its_next_look() {
+        let (tree, order) = big_tree();
+        let abort = std::sync::atomic::AtomicBool::new(true);
+        let c = crate::dfs::ABORT_CHECK;
+        for (budget, visited) in [(u64::MAX, c), (3 * c, c), (100, 100)] {
+            let limits = Limits { budget, max_depth: None };
+            let [looped, recursive] = both_or_aborted(&tree, &crate::Enumerate, 0, 0, limits, Some(&abort));
+            assert_eq!(looped.2.visited, visited, "budget {budget}");
+            assert_eq!(looped, both(&tree, &crate::Enumerate, 0, 0, Limits { budget: visited, max_depth: None })[0]);
+            assert_eq!(recursive, looped);
+        }
+        assert!(order.len() as u64 > 2 * c);
+    }
+
     /// A chain 0 - 1 - 2 - ... of `len` nodes, searched `MAX_RECURSION` levels deep at most.
     struct Chain<const MAX_RECURSION: u32> {
         len: u32,
@@ -334,7 +428,7 @@ mod tests {
     #[test]
     fn a_job_recurses_no_deeper_than_its_limit_and_hands_back_the_rest() {
         let chain = Chain::<5> { len: 100 };
-        let job = Job { start: &10, depth: 10, limits: Limits::UNLIMITED };
+        let job = Job { start: &10, depth: 10, limits: Limits::UNLIMITED, abort: None };
         let mut back = Vec::new();
         let stats =
             search_recursive(&chain, &crate::Enumerate, job, &mut String::new(), &mut Vec::new(), &mut |n, d| {
@@ -343,7 +437,7 @@ mod tests {
         assert_eq!((stats.visited, stats.max_depth, stats.leaves), (6, 15, 0));
         assert_eq!(back, vec![(16, 16)]);
         // A depth limit closer than the recursion's still counts.
-        let job = Job { start: &10, depth: 10, limits: Limits { budget: u64::MAX, max_depth: Some(12) } };
+        let job = Job { start: &10, depth: 10, limits: Limits { budget: u64::MAX, max_depth: Some(12) }, abort: None };
         back.clear();
         let stats =
             search_recursive(&chain, &crate::Enumerate, job, &mut String::new(), &mut Vec::new(), &mut |n, d| {
@@ -359,7 +453,7 @@ mod tests {
         let chain = Chain::<{ <Explicit as Recursive>::MAX_RECURSION }> { len: 1_000_000 };
         let (mut list, mut visited, mut leaves) = (vec![(0, 0)], 0, 0);
         while let Some((node, depth)) = list.pop() {
-            let job = Job { start: &node, depth, limits: Limits::UNLIMITED };
+            let job = Job { start: &node, depth, limits: Limits::UNLIMITED, abort: None };
             let mut push = |n, d| list.push((n, d));
             let stats =
                 search_recursive(&chain, &crate::Enumerate, job, &mut crate::CountOnly, &mut Vec::new(), &mut push);

@@ -80,7 +80,8 @@ impl<T: Tree, G: Goal<T>> TreeStack<T, G> {
                 (stack_before, out_before) = (stack.len(), out.len());
                 // A lazy search of the node's subtree, as in budget mode (children are made only
                 // when needed); what it leaves goes on the stack, its first node on top.
-                let job = Job { start: node, depth: *depth, limits: Limits { budget: max - visited, max_depth: None } };
+                let limits = Limits { budget: max - visited, max_depth: None };
+                let job = Job { start: node, depth: *depth, limits, abort: None };
                 let found = &mut p.solutions;
                 let mut push = |node, depth| stack.push((node, depth));
                 let stats = if keep_output {
