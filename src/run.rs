@@ -191,9 +191,15 @@ pub struct Unsaved {
 
 /// Asks a run to stop (from a signal handler thread, a timer, ...).
 #[derive(Clone)]
-pub struct Stopper(Sender<Event>);
+pub struct Stopper(Sender<Event>, bool);
 
 impl Stopper {
+    /// Whether [`abort`](Self::abort) saves what is committed: random polling cannot save without
+    /// the pause an abort cuts short, and keeps its last checkpoint instead.
+    pub fn abort_saves(&self) -> bool {
+        !self.1
+    }
+
     /// Stop once the jobs out with workers are back.
     pub fn stop(&self, reason: StopReason) {
         let _ = self.0.send(Event::Stop(reason));
@@ -250,7 +256,7 @@ impl Run {
     }
 
     pub fn stopper(&self) -> Stopper {
-        Stopper(self.events.0.clone())
+        Stopper(self.events.0.clone(), matches!(self.options.mode, RunMode::Polling { .. }))
     }
 
     /// Runs to the end; committed output records go to `output`.

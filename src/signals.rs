@@ -66,7 +66,10 @@ pub fn stop_on_signals(stopper: Stopper) {
             stopper.stop(StopReason::Signal);
         }
         2 => {
-            crate::logging::say!("bts: second signal: saving what is committed and quitting now");
+            match stopper.abort_saves() {
+                true => crate::logging::say!("bts: second signal: saving what is committed and quitting now"),
+                false => crate::logging::say!("bts: second signal: quitting now; the last checkpoint stays"),
+            }
             stopper.abort(StopReason::Signal);
         }
         _ => {

@@ -651,7 +651,9 @@ fn an_output_rewritten_or_appended_to_after_the_run_is_refused_and_left_untouche
     let appended = [&records[..], b"a line of the user's\n"].concat();
     // Longer, and not this run's at all: no advice to cut it to the committed length.
     let longer = [&rewritten[..], b"a line of the user's\n"].concat();
+    let cut = records[..records.len() - 1].to_vec();
     for (content, message) in [
+        (&cut, "it was cut short, or it is not this run's output"),
         (&rewritten, "is not this run's output"),
         (&appended, "bytes more than this checkpoint's run wrote"),
         (&longer, "is not this run's output"),
@@ -684,14 +686,17 @@ fn resuming_a_complete_checkpoint_changes_no_file() {
         assert_eq!(std::fs::read(&ck).unwrap(), ck_bytes);
         assert_eq!(std::fs::read(&out).unwrap(), out_bytes);
     }
-    // With remote workers only, none of which comes: nothing to wait for either.
-    let mut resume = bts_command()
-        .args(["resume", ck.to_str().unwrap(), "--workers", "0", "--listen", "127.0.0.1:0", "--progress", "never"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert_eq!(wait_bounded(&mut resume, Duration::from_secs(10)).code(), Some(0));
-    assert_eq!(std::fs::read(&out).unwrap(), out_bytes);
+    // With remote workers only, none of which comes: nothing to wait for either, in either mode.
+    for mode in ["budget", "polling"] {
+        let mut resume = bts_command()
+            .args(["resume", ck.to_str().unwrap(), "--workers", "0", "--listen", "127.0.0.1:0", "--progress", "never"])
+            .args(["--mode", mode])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert_eq!(wait_bounded(&mut resume, Duration::from_secs(10)).code(), Some(0), "{mode}");
+        assert_eq!(std::fs::read(&out).unwrap(), out_bytes);
+    }
 }
 
 #[test]

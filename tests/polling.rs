@@ -370,6 +370,11 @@ fn a_polling_run_stopped_at_once_says_what_its_checkpoint_holds() {
         let held = inspect(&ck)["counters"].clone();
         let nodes = said["nodes"].as_u64().unwrap() - held["nodes"].as_u64().unwrap();
         let records = said["outputs"].as_u64().unwrap() - held["outputs"].as_u64().unwrap();
+        // The second signal does not say it saves (a pause would).
+        assert!(!log.contains("saving what is committed"), "{log}");
+        if log.contains("second signal") {
+            assert!(log.contains("second signal: quitting now; the last checkpoint stays"), "{log}");
+        }
         if nodes == 0 {
             assert!(log.contains("checkpoint written to"), "{log}");
         } else {

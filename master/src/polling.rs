@@ -208,7 +208,12 @@ impl Coordinator {
     /// them when there are no local workers.
     pub fn distributed(mut self, start: Option<StartPlan>) -> Self {
         self.waves = Some(Waves::default());
+        // A resumed run with nothing left and no local workers is over: no joiner need end it.
+        let nothing_left = matches!(&start, Some(StartPlan::Nodes(nodes)) if nodes.is_empty());
         self.start = start;
+        if nothing_left && self.slots.is_empty() {
+            self.check_finished();
+        }
         self
     }
 

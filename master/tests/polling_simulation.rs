@@ -2217,6 +2217,17 @@ fn coordinator_at_start() -> Coordinator {
     Coordinator::new(0, Totals::default(), None, jobs).distributed(Some(StartPlan::Nodes(vec![root])))
 }
 
+/// A resumed run with nothing left to search and no local workers is complete at once: it waits
+/// for no process to join (one that did would find nothing to do).
+#[test]
+fn a_resumed_run_with_nothing_left_ends_without_waiting_for_workers() {
+    let totals = Totals { nodes: 7, ..Totals::default() };
+    let c = Coordinator::new(0, totals.clone(), None, Vec::new()).distributed(Some(StartPlan::Nodes(Vec::new())));
+    assert_eq!(c.outcome(), Some(&Outcome::Complete));
+    // With work left, or a fresh run's root, it waits.
+    assert_eq!(coordinator_at_start().outcome(), None);
+}
+
 /// Two processes of one worker each joined, the second was lost, and the rollback is complete:
 /// the coordinator and the survivor.
 fn after_a_rollback() -> (Coordinator, u32) {

@@ -346,7 +346,8 @@ impl FileOutput {
         let kept = checkpoint.resumed_output_len();
         if len < kept {
             return Err(CliError::usage(format!(
-                "the output file {shown} holds {len} bytes but the checkpoint committed {committed}: it is not this run's output"
+                "the output file {shown} holds {len} bytes but the checkpoint committed {committed}: it was cut short, or \
+                 it is not this run's output"
             )));
         }
         let Some(seal) = checkpoint.seal else {
