@@ -367,10 +367,17 @@ impl Coordinator {
         }
         self.cancel_waves();
         let redo = self.totals.nodes.saturating_sub(self.last.totals.nodes);
-        tracing::warn!(
-            epoch = self.epoch,
-            "a process was lost: back to the last snapshot (the {redo} nodes visited since are visited again)"
-        );
+        match self.reset.is_some() {
+            // The totals go back to the snapshot only when a rollback completes: counted once.
+            true => tracing::warn!(
+                epoch = self.epoch,
+                "a process was lost during a rollback: the rollback starts again (no more nodes are visited again)"
+            ),
+            false => tracing::warn!(
+                epoch = self.epoch,
+                "a process was lost: back to the last snapshot (the {redo} nodes visited since are visited again)"
+            ),
+        }
         self.reset = Some(Reset { waiting, pause_after });
     }
 

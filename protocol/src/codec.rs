@@ -168,6 +168,18 @@ impl<T: DeserializeOwned> tokio_util::codec::Decoder for FrameCodec<T> {
         let frame = src.split_to(4 + len);
         decode_body(&frame[4..]).map(Some).map_err(io::Error::other)
     }
+
+    /// The stream ended: a frame cut short says so (tokio-util's own words: "bytes remaining on
+    /// stream").
+    fn decode_eof(&mut self, src: &mut BytesMut) -> io::Result<Option<T>> {
+        match self.decode(src)? {
+            None if !src.is_empty() => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the connection closed in the middle of a frame ({} bytes of it came)", src.len()),
+            )),
+            frame => Ok(frame),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -205,6 +217,22 @@ mod tests {
             },
             WorkerFrame::Pong { seq: u64::MAX },
         ]
+    }
+
+    #[test]
+    fn a_stream_that_ends_inside_a_frame_says_so() {
+        use tokio_util::codec::Decoder;
+        let mut stream = Vec::new();
+        encode_frame(&samples()[0], &mut stream).unwrap();
+        let mut codec = FrameCodec::<WorkerFrame>::new();
+        let mut whole = BytesMut::from(&stream[..]);
+        assert_eq!(codec.decode_eof(&mut whole).unwrap(), Some(samples()[0].clone()));
+        assert_eq!(codec.decode_eof(&mut whole).unwrap(), None);
+        let mut cut = BytesMut::from(&stream[..stream.len() - 1]);
+        let e = codec.decode_eof(&mut cut).unwrap_err();
+        let expected =
+            format!("the connection closed in the middle of a frame ({} bytes of it came)", stream.len() - 1);
+        assert_eq!(e.to_string(), expected);
     }
 
     #[test]
