@@ -72,6 +72,10 @@ pub fn plot(samples: &[Sample], title: &str, out: &Path) -> Result<(), PlotError
         Some("png") => false,
         _ => return Err(PlotError::Usage(format!("{}: the plot's name must end in .svg or .png", out.display()))),
     };
+    // A folder that is not there is the command's mistake, as for every file bts writes.
+    if let Some(folder) = out.parent().filter(|f| !f.as_os_str().is_empty() && !f.is_dir()) {
+        return Err(PlotError::Usage(format!("cannot write {}: no folder {}", out.display(), folder.display())));
+    }
     register_font().map_err(PlotError::Failed)?;
     // Its extension is the plot's: the PNG encoder goes by it.
     let tmp = bts_checkpoints::temporary_path(out).with_extension(if svg { "tmp.svg" } else { "tmp.png" });

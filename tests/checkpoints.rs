@@ -671,6 +671,29 @@ fn an_output_rewritten_or_appended_to_after_the_run_is_refused_and_left_untouche
     check_queens_output(&out, 10);
 }
 
+/// Whether records are written is the checkpoint's: a resume that asks otherwise is refused,
+/// saying which way the run goes.
+#[test]
+fn a_resume_cannot_switch_between_writing_and_counting_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, out) = stopped_queens_run(dir.path());
+    let o = bts(&["resume", ck.to_str().unwrap(), "--count-only"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("its run writes them, so it resumes without --count-only"), "{}", stderr(&o));
+    let counted = dir.path().join("counted.ckpt");
+    let run = ["run", "--checkpoint", counted.to_str().unwrap(), "--count-only", "--node-limit", "100"];
+    let o = bts(&[&run[..], &["queens", "--n", "8"]].concat());
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = bts(&["resume", counted.to_str().unwrap(), "--output", dir.path().join("o.txt").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("its run counts them only (--count-only), so it resumes without --output"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(out.exists());
+}
+
 #[test]
 fn resuming_a_complete_checkpoint_changes_no_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -204,7 +204,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
     let out = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 37] = [
+    let cases: [(&[&str], &str); 42] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -236,6 +236,12 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["run", "--n", "8", "queens"], "if --n is an option of queens, put it after the tree's name"),
         (&["run", "--preset=T1", "uts"], "if --preset is an option of uts, put it after"),
         (&["estimate", "--n", "8", "queens"], "bts estimate [OPTIONS] queens --n"),
+        // A run option after the tree's, misspelt or in its short form; a program without `--`.
+        (&["run", "queens", "--n", "8", "--wokers", "2"], "'--wokers' found; did you mean the option --workers?"),
+        (&["estimate", "queens", "--n", "8", "--probs", "3"], "did you mean the option --probes?"),
+        (&["run", "queens", "--n", "8", "-q"], "options take their long form: --quiet (or -q before queens)"),
+        (&["run", "exec", "./prog", "5"], "a program and its arguments go after `--`: bts run exec [OPTIONS] --"),
+        (&["run", "queens", "--nn", "8"], "tip: a similar argument exists: '--n'"),
         // Values no run can use, and options that would be silently ignored.
         (&["run", "--workers", "100000", "queens", "--n", "4"], "at most 4096 worker threads"),
         (&["run", "--output", "-", "queens", "--n", "4"], "records go to stdout when --output is not given"),

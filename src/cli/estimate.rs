@@ -27,7 +27,9 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             Err(e) => return print_clap_before_tree(e, "estimate", tree_named(registry, &parts, raw)),
         };
     crate::logging::init(args.verbose, args.quiet);
-    let Some((spec, searcher)) = build_tree(registry, parts, "bts estimate [--probes K] <TREE>")? else {
+    let Some((spec, searcher)) =
+        build_tree(registry, parts, "bts estimate [--probes K] <TREE>", &EstimateArgs::command())?
+    else {
         return Ok(Exit::Complete);
     };
     if searcher.optimises() {

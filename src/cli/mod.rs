@@ -146,7 +146,12 @@ type Built = Option<(TreeSpec, Arc<dyn Searcher>)>;
 
 /// The tree named on the command line, built, or its help printed. `synopsis` shows the command's
 /// form when no tree is named.
-pub(crate) fn build_tree(registry: &Registry, parts: split::Split, synopsis: &str) -> Result<Built, CliError> {
+pub(crate) fn build_tree(
+    registry: &Registry,
+    parts: split::Split,
+    synopsis: &str,
+    command: &clap::Command,
+) -> Result<Built, CliError> {
     let Some(name) = parts.tree else {
         return Err(CliError::usage(format!("no tree given: {synopsis}; trees: {}", registry.names().join(", "))));
     };
@@ -160,8 +165,53 @@ pub(crate) fn build_tree(registry: &Registry, parts: split::Split, synopsis: &st
             print_out(for_this_program(&text))?;
             Ok(None)
         }
+        Err(BuildError::Invalid(e)) => match tip(&e, &spec.name, command) {
+            Some(tip) => Err(CliError::usage(format!("{e}; {tip}"))),
+            None => Err(CliError::usage(e)),
+        },
         Err(e) => Err(CliError::usage(e)),
     }
+}
+
+/// Advice for an argument `tree` did not know (`message` is its error), when it looks like one of
+/// `command`'s options given after the tree's options, or a program given to `exec` without `--`.
+fn tip(message: &str, tree: &str, command: &clap::Command) -> Option<String> {
+    if message.contains("tip:") {
+        // The tree's own advice (one of its options is close).
+        return None;
+    }
+    let arg = message.split("unexpected argument '").nth(1)?.split('\'').next()?;
+    if let Some(name) = arg.strip_prefix("--") {
+        let name = name.split('=').next().unwrap_or(name);
+        let close = command.get_arguments().filter_map(|a| a.get_long()).min_by_key(|l| edit_distance(l, name))?;
+        return (edit_distance(close, name) <= 2).then(|| format!("did you mean the option --{close}?"));
+    }
+    if let Some(short) = arg.strip_prefix('-') {
+        let short = short.chars().next().filter(|_| short.chars().count() == 1)?;
+        let long = command.get_arguments().find(|a| a.get_short() == Some(short))?.get_long()?;
+        return Some(format!(
+            "after the tree's options, options take their long form: --{long} (or -{short} before {tree})"
+        ));
+    }
+    // A program's command line belongs to it, after `--`.
+    (tree == "exec")
+        .then(|| "a program and its arguments go after `--`: bts run exec [OPTIONS] -- PROGRAM [ARGS...]".to_string())
+}
+
+/// The Levenshtein distance between two option names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
 }
 
 /// As [`print_clap`], for the options before `tree`'s name: an unknown one may be the tree's own,

@@ -33,7 +33,9 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
 
 /// `bts run` of a master.
 fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit, CliError> {
-    let Some((spec, searcher)) = build_tree(registry, parts, "bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]")? else {
+    let Some((spec, searcher)) =
+        build_tree(registry, parts, "bts run [RUN-OPTIONS] <TREE> [TREE-OPTIONS]", &RunArgs::command())?
+    else {
         return Ok(Exit::Complete);
     };
     if args.stopping.checkpoint_every.is_some() && args.stopping.checkpoint.is_none() {
@@ -603,10 +605,16 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
         && args.output.count_only != s.count_only
         && (args.output.count_only || args.output.output.is_some())
     {
-        return Err(CliError::usage(
-            "the checkpoint fixes whether output records are written (--count-only); --output may only \
-             name the same output file at a new place",
-        ));
+        return Err(CliError::usage(match args.output.count_only {
+            true => {
+                "the checkpoint fixes whether output records are written: its run writes them, so it resumes \
+                     without --count-only (start a new run to count only)"
+            }
+            false => {
+                "the checkpoint fixes whether output records are written: its run counts them only \
+                      (--count-only), so it resumes without --output"
+            }
+        }));
     }
     // Ties pruned before the resume cannot come back: every optimal solution needs --all-best
     // from the start.
