@@ -117,7 +117,7 @@ pub struct Job<'a, N> {
     pub start: &'a N,
     pub depth: u32,
     pub limits: Limits,
-    /// Looked at every [`ABORT_CHECK`] visited nodes: once it is true, the search ends as if its
+    /// Looked at every 4,096 visited nodes: once it is true, the search ends as if its
     /// budget were spent, and its caller drops the result (the run is over, or its master lost).
     pub abort: Option<&'a AtomicBool>,
 }
