@@ -321,6 +321,13 @@ fn wrong_tokens_are_refused_with_exit_status_2() {
     assert_t1(&summary);
     assert!(log.contains("token"), "{log}");
     assert_eq!(worker_output(ok).0, Some(0));
+    // A master without a token (on loopback) is told from one with another.
+    let mut open = Master::start(&["--workers", "0", "queens", "--n", "4"]);
+    let (code, log) = worker_output(worker(&["--connect", &open.address, "--token-file", &right]));
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("the master has no token, and this worker has one"), "{log}");
+    signal(&open.child, "-KILL");
+    open.child.wait().unwrap();
 }
 
 #[test]

@@ -534,9 +534,9 @@ async fn join(options: &RemoteOptions) -> Result<Option<Joined>, RemoteError> {
         // does not answer (stopped, overloaded) holds a worker no longer than --retry.
         let limit =
             HANDSHAKE_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())).max(Duration::from_secs(1));
-        let handshake = tokio::time::timeout(limit, handshake)
-            .await
-            .unwrap_or_else(|_| Err(RemoteError::Lost(format!("the handshake took more than {} s", limit.as_secs()))));
+        let handshake = tokio::time::timeout(limit, handshake).await.unwrap_or_else(|_| {
+            Err(RemoteError::Lost(format!("the handshake took more than {} s", limit.as_secs_f64())))
+        });
         match handshake {
             Ok((welcome, frames, write)) => {
                 return Ok(Some(Joined { frames, write, handle, welcome, peer_listener: listener, token }));
@@ -738,6 +738,11 @@ async fn handshake(
         MasterFrame::Challenge { .. } if token.is_empty() => {
             return Err(RemoteError::Refused(
                 "the master requires a token, and this worker has none: give --token-file F, the master's file".into(),
+            ));
+        }
+        MasterFrame::Challenge { nonce, tag } if auth::verify_master(b"", &worker_nonce, &nonce, &tag) => {
+            return Err(RemoteError::Refused(
+                "the master has no token, and this worker has one: give the master the same --token-file".into(),
             ));
         }
         MasterFrame::Challenge { .. } => {
