@@ -709,6 +709,13 @@ fn resuming_a_complete_checkpoint_changes_no_file() {
         assert_eq!(std::fs::read(&ck).unwrap(), ck_bytes);
         assert_eq!(std::fs::read(&out).unwrap(), out_bytes);
     }
+    // Budget options given to a run that is over never applied: its summary shows its own.
+    let own = summary(&bts(&["resume", ck.to_str().unwrap(), "--summary-json", "-"]));
+    let args = ["--budget", "7", "--fixed-budget", "--order", "fifo", "--summary-json", "-"];
+    let o = bts(&[&["resume", ck.to_str().unwrap()][..], &args].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!((&summary(&o)["budget"], &summary(&o)["order"]), (&own["budget"], &own["order"]));
+    assert_eq!(own["order"], "lifo");
     // With remote workers only, none of which comes: nothing to wait for either, in either mode.
     for mode in ["budget", "polling"] {
         let mut resume = bts_command()

@@ -214,7 +214,7 @@ pub struct WorkerArgs {
     pub quiet: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 #[command(next_help_heading = "Budget (mts/mplrs controls; the default adapts by itself)")]
 pub struct BudgetArgs {
     /// Initial budget b: nodes a job may visit ("inf" for no limit) [default: 100]

@@ -174,7 +174,7 @@ fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exi
     // The run carries on in the file it was resumed from (a copy of a run carries on in the copy).
     let resumed_in_place = options.checkpoint.is_none();
     let written = options.checkpoint.get_or_insert_with(|| files::checkpoint_path(path)).clone();
-    if let Some(b) = args.budget.budget {
+    if let Some(b) = args.budget.budget.filter(|_| !checkpoint.is_complete()) {
         checkpoint.budget.base = b;
     }
     let output_path = if checkpoint.options.count_only { None } else { resumed_output_path(args, &checkpoint, path)? };
@@ -549,7 +549,9 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
     };
     let stored = resuming.map(|c| &c.options);
     let base = stored.map_or_else(BudgetConfig::default, |s| s.budget.clone());
-    let b = &args.budget;
+    // A run that is over keeps its own: the summary of a finished run shows what it ran with.
+    let over = super::args::BudgetArgs::default();
+    let b = if resuming.is_some_and(Checkpoint::is_complete) { &over } else { &args.budget };
     let budget = BudgetConfig {
         initial: b.budget.unwrap_or(base.initial),
         fixed: b.fixed_budget || base.fixed,
