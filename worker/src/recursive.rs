@@ -210,20 +210,28 @@ impl<T: ?Sized, G, R, F> JobScope<'_, T, G, R, F> {
 
     /// Takes the next [`ABORT_CHECK`] nodes of the budget, unless it is spent or the job is told
     /// to end (then it is spent).
-    #[cold]
-    #[inline(never)]
+    #[inline(always)]
     fn goes_on(&mut self) -> bool {
-        if self.reserve == 0 {
-            return false;
+        // Out of line and by value: the scope's fields stay where the search keeps them.
+        match next_slice(self.reserve, self.abort) {
+            Some(slice) => {
+                (self.left, self.reserve) = (slice, self.reserve - slice);
+                true
+            }
+            None => {
+                (self.cut, self.reserve) = (self.cut + self.reserve, 0);
+                false
+            }
         }
-        if aborted(self.abort) {
-            (self.cut, self.reserve) = (self.reserve, 0);
-            return false;
-        }
-        self.left = self.reserve.min(ABORT_CHECK);
-        self.reserve -= self.left;
-        true
     }
+}
+
+/// The next nodes of a job's budget from its `reserve`: `None` when it is spent or the job is told
+/// to end.
+#[cold]
+#[inline(never)]
+fn next_slice(reserve: u64, abort: Option<&std::sync::atomic::AtomicBool>) -> Option<u64> {
+    (reserve > 0 && !aborted(abort)).then(|| reserve.min(ABORT_CHECK))
 }
 
 /// Hands `child` back unvisited: out of line, off the search's hot path (a job hands back a few
