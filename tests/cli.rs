@@ -204,7 +204,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
     let out = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 42] = [
+    let cases: [(&[&str], &str); 44] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -233,8 +233,11 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["run", "--worker-timeout", "3", "queens", "--n", "4"], "--worker-timeout needs --listen ADDR"),
         (&["run", "--token-file", "t", "queens", "--n", "4"], "--token-file needs --listen ADDR"),
         // A tree's option before the tree's name.
-        (&["run", "--n", "8", "queens"], "if --n is an option of queens, put it after the tree's name"),
-        (&["run", "--preset=T1", "uts"], "if --preset is an option of uts, put it after"),
+        (&["run", "--n", "8", "queens"], "error: --n is an option of queens: put it after the tree's name"),
+        (&["run", "--preset=T1", "uts"], "error: --preset is an option of uts: put it after"),
+        (&["run", "--retries", "0", "exec", "--", "true"], "error: --retries is an option of exec: put it after"),
+        // A run option misspelt before the tree: clap's tip, and the advice in case it is the tree's.
+        (&["run", "--worker", "2", "queens"], "a similar argument exists: '--workers'; if --worker is an option of"),
         (&["estimate", "--n", "8", "queens"], "bts estimate [OPTIONS] queens --n"),
         // A run option after the tree's, misspelt or in its short form; a program without `--`.
         (&["run", "queens", "--n", "8", "--wokers", "2"], "'--wokers' found; did you mean the option --workers?"),

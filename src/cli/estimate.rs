@@ -24,7 +24,10 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         match EstimateArgs::command().try_get_matches_from(&parts.run).and_then(|m| EstimateArgs::from_arg_matches(&m))
         {
             Ok(a) => a,
-            Err(e) => return print_clap_before_tree(e, "estimate", tree_named(registry, &parts, raw)),
+            Err(e) => {
+                let tree = tree_named(registry, &parts, raw).map(|t| (t, registry.tree_options(t)));
+                return print_clap_before_tree(e, "estimate", tree);
+            }
         };
     crate::logging::init(args.verbose, args.quiet);
     let Some((spec, searcher)) =

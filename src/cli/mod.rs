@@ -214,13 +214,24 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// As [`print_clap`], for the options before `tree`'s name: an unknown one may be the tree's own,
-/// given too early (`bts run --n 8 queens`).
-pub(crate) fn print_clap_before_tree(e: clap::Error, command: &str, tree: Option<&str>) -> Result<Exit, CliError> {
+/// As [`print_clap`], for the options before the tree's name (with the tree's long options): an
+/// unknown one may be the tree's own, given too early (`bts run --n 8 queens`).
+pub(crate) fn print_clap_before_tree(
+    e: clap::Error,
+    command: &str,
+    tree: Option<(&str, &[String])>,
+) -> Result<Exit, CliError> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     match (e.kind(), e.get(ContextKind::InvalidArg), tree) {
-        (ErrorKind::UnknownArgument, Some(ContextValue::String(option)), Some(tree)) => {
+        (ErrorKind::UnknownArgument, Some(ContextValue::String(option)), Some((tree, options))) => {
             let option = option.split('=').next().unwrap_or(option);
+            // Clap's nearest option of the command would mislead.
+            if option.strip_prefix("--").is_some_and(|o| options.iter().any(|t| t == o)) {
+                return Err(CliError::usage(format!(
+                    "{option} is an option of {tree}: put it after the tree's name: bts {command} [OPTIONS] {tree} \
+                     {option} ..."
+                )));
+            }
             Err(CliError::usage(format!(
                 "{}; if {option} is an option of {tree}, put it after the tree's name: bts {command} [OPTIONS] {tree} {option} ...",
                 crate::registry::one_line(&e),

@@ -21,7 +21,8 @@ use std::time::Duration;
 pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let parts = split(raw, &RunArgs::command(), |tree| registry.tree_options(tree));
     let trees_help = format!("Trees (bts run <TREE> --help for their options):\n{}", registry.describe());
-    let args = match parse(&parts.run, RunArgs::command().after_help(trees_help), tree_named(registry, &parts, raw))? {
+    let tree = tree_named(registry, &parts, raw).map(|t| (t, registry.tree_options(t)));
+    let args = match parse(&parts.run, RunArgs::command().after_help(trees_help), tree)? {
         Parsed::Args(a) => a,
         Parsed::Exit(e) => return Ok(e),
     };
@@ -370,7 +371,7 @@ enum Parsed {
 
 /// Parses the run options; `tree`: the tree named after them, whose own options they may have
 /// taken by mistake (`bts run --n 8 queens`).
-fn parse(run_options: &[String], command: clap::Command, tree: Option<&str>) -> Result<Parsed, CliError> {
+fn parse(run_options: &[String], command: clap::Command, tree: Option<(&str, &[String])>) -> Result<Parsed, CliError> {
     let matches = command.try_get_matches_from(run_options);
     let args = matches.and_then(|m| RunArgs::from_arg_matches(&m));
     match args {
