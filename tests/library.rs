@@ -428,8 +428,13 @@ fn a_panicking_tree_is_reported_once_with_where_it_panicked() {
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{err}");
+        assert_eq!(err.contains("panicked at"), backtrace == "1", "{err}");
+        if backtrace == "1" {
+            // The default hook's backtraces, written by the threads that panicked, may cut into
+            // the lines bts writes meanwhile.
+            continue;
+        }
         let failed = err.lines().find(|l| l.starts_with("bts: error: a job failed")).unwrap_or_else(|| panic!("{err}"));
         assert!(failed.contains("cannot expand node 1000 (at tests/library.rs:"), "{failed}");
-        assert_eq!(err.contains("panicked at"), backtrace == "1", "{err}");
     }
 }
