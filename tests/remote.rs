@@ -179,19 +179,27 @@ fn a_suspended_master_keeps_its_workers() {
     }
 }
 
-#[test]
-fn workers_exit_with_a_clear_message_when_the_master_dies() {
-    let mut master = Master::start(&["--workers", "0", "uts", "--preset", "T1", "-g", "20"]);
-    let w = worker(&["--connect", &master.address, "--threads", "1", "--retry", "2"]);
-    std::thread::sleep(Duration::from_millis(500));
+/// Kills the master of `run` (`wait` after a worker with `--retry` seconds to rejoin joined it):
+/// the worker's exit code and log, and how long it took to end after the master.
+fn master_killed_under_a_worker(run: &[&str], retry: &str, wait: Duration) -> (Option<i32>, String, Duration) {
+    let mut master = Master::start(run);
+    let w = worker(&["--connect", &master.address, "--threads", "1", "--retry", retry]);
+    std::thread::sleep(wait);
     signal(&master.child, "-KILL");
     master.child.wait().unwrap();
     let started = Instant::now();
     let (code, log) = worker_output(w);
+    (code, log, started.elapsed())
+}
+
+#[test]
+fn workers_exit_with_a_clear_message_when_the_master_dies() {
+    let run = ["--workers", "0", "uts", "--preset", "T1", "-g", "20"];
+    let (code, log, took) = master_killed_under_a_worker(&run, "2", Duration::from_millis(500));
     assert_eq!(code, Some(1), "{log}");
     // It tried to join the run again for --retry seconds.
     assert!(log.contains("lost the master") && log.contains("cannot reach it again"), "{log}");
-    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(took < Duration::from_secs(15));
 }
 
 /// A worker whose master dies gives up a long job of a built-in tree at once (here the whole
@@ -199,16 +207,10 @@ fn workers_exit_with_a_clear_message_when_the_master_dies() {
 #[test]
 fn a_worker_gives_up_its_long_job_when_the_master_dies() {
     let run = ["--workers", "0", "--fixed-budget", "--budget", "inf", "--count-only", "queens", "--n", "17"];
-    let mut master = Master::start(&run);
-    let w = worker(&["--connect", &master.address, "--threads", "1", "--retry", "1"]);
-    std::thread::sleep(Duration::from_millis(1500));
-    signal(&master.child, "-KILL");
-    master.child.wait().unwrap();
-    let started = Instant::now();
-    let (code, log) = worker_output(w);
+    let (code, log, took) = master_killed_under_a_worker(&run, "1", Duration::from_millis(1500));
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("lost the master"), "{log}");
-    assert!(started.elapsed() < Duration::from_secs(15), "it finished its job first: {:?}", started.elapsed());
+    assert!(took < Duration::from_secs(15), "it finished its job first: {took:?}");
 }
 
 /// A worker that cannot reach its master says, after a while, what it waits for; `--retry 0`

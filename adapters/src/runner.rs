@@ -262,6 +262,7 @@ impl ExecRunner {
     /// process group is killed, so that nothing it started in the background lingers (or keeps its
     /// stdout open, which would hold every job until its timeout).
     fn one_shot_end(&mut self, program: &mut Program, deadline: Instant) -> Result<(), Failure> {
+        let lingers = || format!("{}: the program said `done` but did not exit", timeout_message(&self.config));
         loop {
             let look = deadline.min(Instant::now() + Duration::from_millis(5));
             match program.next(look) {
@@ -270,17 +271,13 @@ impl ExecRunner {
                 Next::Eof => break,
                 Next::Timeout if program.exited() => break,
                 Next::Timeout if self.config.abandoned() => return Err(Failure::new("the run is over", program)),
-                Next::Timeout if Instant::now() >= deadline => {
-                    let what = format!("{}: the program said `done` but did not exit", timeout_message(&self.config));
-                    return Err(Failure::new(what, program));
-                }
+                Next::Timeout if Instant::now() >= deadline => return Err(Failure::new(lingers(), program)),
                 Next::Timeout => {}
             }
         }
         // It may close stdout a little before it exits.
         if !program.exited_by(deadline) {
-            let what = format!("{}: the program said `done` but did not exit", timeout_message(&self.config));
-            return Err(Failure::new(what, program));
+            return Err(Failure::new(lingers(), program));
         }
         // What it wrote just before it exited.
         match program.next(Instant::now()) {

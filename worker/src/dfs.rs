@@ -9,11 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// often enough that a job of any budget is given up within moments.
 pub(crate) const ABORT_CHECK: u64 = 4096;
 
-/// True when `abort` says the job's result is of no use (see [`Job::abort`]).
+/// The nodes a job may visit before its next look at `abort`, `remaining` of its budget left:
+/// `None` when the budget is spent or `abort` says the result is of no use (see [`Job::abort`]).
+/// Out of line and by value, so that the searches keep their counts where they are.
 #[cold]
 #[inline(never)]
-pub(crate) fn aborted(abort: Option<&AtomicBool>) -> bool {
-    abort.is_some_and(|a| a.load(Ordering::Relaxed))
+pub(crate) fn next_slice(remaining: u64, abort: Option<&AtomicBool>) -> Option<u64> {
+    (remaining > 0 && !abort.is_some_and(|a| a.load(Ordering::Relaxed))).then(|| remaining.min(ABORT_CHECK))
 }
 
 /// How far a job may go.
@@ -167,9 +169,9 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
         let top = stack.last_mut().expect("the stack holds the last visited node's children");
         if stats.visited == budget || depth >= max_depth {
             if stats.visited == budget
-                && let Some(pause) = next_pause(stats.visited, &limits, abort)
+                && let Some(slice) = next_slice(limits.budget.max(1).saturating_sub(stats.visited), abort)
             {
-                budget = pause;
+                budget += slice;
                 continue;
             }
             // Either the budget is spent or the children lie beyond the depth limit: hand the
@@ -217,14 +219,6 @@ pub fn search_with<T: Tree + ?Sized, G: Goal<T>>(
             stack.pop();
         }
     }
-}
-
-/// At a pause: the next one, or `None` when the budget is spent or the job is told to end.
-#[cold]
-#[inline(never)]
-fn next_pause(visited: u64, limits: &Limits, abort: Option<&AtomicBool>) -> Option<u64> {
-    let budget = limits.budget.max(1);
-    (visited < budget && !aborted(abort)).then(|| budget.min(visited.saturating_add(ABORT_CHECK)))
 }
 
 /// The next child of `children` worth searching; the others are pruned and counted in `pruned`.

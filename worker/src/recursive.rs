@@ -2,7 +2,7 @@
 //! does: bts keeps the budget, the depth limit, the incumbent and the frontier through a [`Scope`].
 
 use crate::Tree;
-use crate::dfs::{ABORT_CHECK, Job, JobStats, Records, aborted};
+use crate::dfs::{ABORT_CHECK, Job, JobStats, Records, next_slice};
 use crate::optimise::{Goal, Visit};
 use bts_protocol::Solution;
 
@@ -212,7 +212,6 @@ impl<T: ?Sized, G, R, F> JobScope<'_, T, G, R, F> {
     /// to end (then it is spent).
     #[inline(always)]
     fn goes_on(&mut self) -> bool {
-        // Out of line and by value: the scope's fields stay where the search keeps them.
         match next_slice(self.reserve, self.abort) {
             Some(slice) => {
                 (self.left, self.reserve) = (slice, self.reserve - slice);
@@ -224,14 +223,6 @@ impl<T: ?Sized, G, R, F> JobScope<'_, T, G, R, F> {
             }
         }
     }
-}
-
-/// The next nodes of a job's budget from its `reserve`: `None` when it is spent or the job is told
-/// to end.
-#[cold]
-#[inline(never)]
-fn next_slice(reserve: u64, abort: Option<&std::sync::atomic::AtomicBool>) -> Option<u64> {
-    (reserve > 0 && !aborted(abort)).then(|| reserve.min(ABORT_CHECK))
 }
 
 /// Hands `child` back unvisited: out of line, off the search's hot path (a job hands back a few
