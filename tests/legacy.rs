@@ -164,7 +164,12 @@ else:
 
 /// Runs the faulty program under bts: exit status, stderr, summary.
 fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Option<i32>, String, Value) {
-    let script = script(dir, "faulty.py", &format!("#!/usr/bin/env python3\n{FAULTY}"));
+    // Written once: writing it again could meet a process of the run before still starting it
+    // ("Text file busy").
+    let script = match dir.join("faulty.py") {
+        path if path.exists() => path,
+        _ => script(dir, "faulty.py", &format!("#!/usr/bin/env python3\n{FAULTY}")),
+    };
     let marker = dir.join(format!("marker-{mode}"));
     let out = dir.join(format!("out-{mode}"));
     let mut args = vec!["run", "--workers", "2", "--budget", "1", "--fixed-budget", "--output", out.to_str().unwrap()];
