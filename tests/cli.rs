@@ -266,6 +266,16 @@ fn bad_input_is_refused_with_a_clear_message() {
 }
 
 #[test]
+fn an_argument_that_is_not_text_is_named() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    let o = bts_command().args(["run", "exec", "--", "cat"]).arg(bad).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("the argument 'caf\u{FFFD}.txt' is not UTF-8 text"), "{err}");
+}
+
+#[test]
 fn help_is_not_an_error() {
     for args in [&["--help"][..], &["run", "--help"], &["run", "uts", "--help"], &["trees"]] {
         let o = bts(args);

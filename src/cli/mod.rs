@@ -85,8 +85,10 @@ pub fn run(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Exi
 }
 
 fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Result<Exit, CliError> {
-    let cli = match args::Cli::try_parse_from(help_as_flag(args.into_iter().collect())) {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let cli = match args::Cli::try_parse_from(help_as_flag(args.clone())) {
         Ok(cli) => cli,
+        Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => return Err(not_text(&args)),
         Err(e) => return print_clap(e),
     };
     match cli.command {
@@ -115,6 +117,18 @@ fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Res
             Ok(Exit::Complete)
         }
     }
+}
+
+/// clap says only that some argument is not UTF-8; name it (paths may be any bytes, so the first
+/// such argument is the likely one).
+fn not_text(args: &[OsString]) -> CliError {
+    let arg = args.iter().skip(1).find(|a| a.to_str().is_none()).map(|a| a.to_string_lossy());
+    CliError::usage(format!(
+        "the argument '{}' is not UTF-8 text ({} stands for the bytes that are not): bts takes its \
+         options, a tree's options and a legacy program's command line as text",
+        arg.unwrap_or_default(),
+        char::REPLACEMENT_CHARACTER
+    ))
 }
 
 /// Writes `text` on stdout. A reader that went away (`bts trees | head -1`) had what it wanted; a
