@@ -707,6 +707,7 @@ fn whole_run_options_in_the_input_are_refused_by_name() {
     let options = [
         "maxcobases 10",
         "maxoutput 3",
+        "countonly",
         "mindepth 1",
         "estimates 5",
         "lponly",

@@ -102,9 +102,10 @@ fn byte_words(input: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
 }
 
 /// The options refused, and why.
-const REFUSED: [(&str, &str); 22] = [
+const REFUSED: [(&str, &str); 23] = [
     ("maxcobases", "limits the whole run, which bts splits into jobs of their own budgets (--node-limit counts bases)"),
     ("maxoutput", "limits the output of the whole run, which bts splits into jobs"),
+    ("countonly", "prints no records, which bts counts and writes (give bts --count-only instead)"),
     ("mindepth", "is set by bts for each job"),
     ("restart", "is set by bts for each job (bts resume carries on a stopped run)"),
     ("estimates", "estimates instead of enumerating (bts estimate lrs FILE estimates the bases)"),
