@@ -5,7 +5,7 @@ use bts::trees::Queens;
 use bts::{Limits, Tree, search};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// N-queens counted by one sequential search in this process: (nodes, leaves).
@@ -1076,4 +1076,24 @@ fn an_unlimited_budget_is_null_in_json_and_resumes_unlimited() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // 724 solutions (OEIS A000170).
     assert_eq!((summary(&o)["outputs"].as_u64(), summary(&o)["budget"]["final"].is_null()), (Some(724), true));
+}
+
+/// The command a stopped run shows for resuming works when pasted into a shell, spaces and all.
+#[test]
+fn the_resume_hint_can_be_pasted_into_a_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("my runs");
+    std::fs::create_dir(&folder).unwrap();
+    let ck = folder.join("it's a run.ckpt");
+    let first = bts(&["run", "--checkpoint", ck.to_str().unwrap(), "--node-limit", "50", "queens", "--n", "8"]);
+    assert_eq!(first.status.code(), Some(3), "{}", stderr(&first));
+    let err = stderr(&first);
+    let hint = err.split("resume with: bts ").nth(1).and_then(|h| h.lines().next()).expect(&err);
+    let o = Command::new("sh")
+        .args(["-c", &format!("\"$BTS\" {hint} --summary-json -")])
+        .env("BTS", env!("CARGO_BIN_EXE_bts"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{hint}: {}", stderr(&o));
+    assert_eq!(summary(&o)["nodes"], 2057, "{hint}");
 }

@@ -16,6 +16,6 @@ pub mod runtime;
 pub mod wire;
 
 pub use job::{BatchError, Budget, Incumbent, Job, JobId, JobReport, NO_VALUE, ReportBatch, Returned, Solution};
-pub use message::{FromWorker, JobFailure, ToWorker, TreeSpec};
+pub use message::{FromWorker, JobFailure, ToWorker, TreeSpec, shell_word};
 pub use node::NodeBytes;
 pub use wire::{MasterFrame, PeerEntry, PeerFrame, Preamble, Welcome, WireMode, WorkerFrame};

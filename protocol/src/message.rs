@@ -68,7 +68,7 @@ impl TreeSpec {
 }
 
 /// `word` as a shell reads it back: quoted when empty or holding anything but plain characters.
-fn shell_word(word: &str) -> std::borrow::Cow<'_, str> {
+pub fn shell_word(word: &str) -> std::borrow::Cow<'_, str> {
     let plain = |b: u8| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b);
     // A leading `=` expands in zsh.
     match !word.is_empty() && !word.starts_with('=') && word.bytes().all(plain) {

@@ -19,6 +19,11 @@ pub fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// A path as it goes into a command shown to the user: quoted where a shell would split it.
+pub fn typed(path: &Path) -> String {
+    bts_protocol::shell_word(&path.to_string_lossy()).into_owned()
+}
+
 /// A checkpoint's path, absolute, and the file a symbolic link names rather than the link: a save
 /// renames a new file over the path, which would replace the link (leaving the file it names
 /// stale), and the lock beside it must be the file's, whichever name a run is given.

@@ -1,7 +1,7 @@
 //! `bts run` and `bts resume`: from arguments to a finished run, its summary and its exit status.
 
 use super::args::{Mode, OrderArg, Progress, RunArgs, SplitArg, StartArg};
-use super::files::{self, FileOutput, RunLock, absolute};
+use super::files::{self, FileOutput, RunLock, absolute, typed};
 use super::split::{Split, split};
 use super::worker::{read_or_make_token, read_token};
 use super::{CliError, Exit, build_tree, print_clap_before_tree, tree_named};
@@ -456,16 +456,16 @@ fn execute(
                 Some(r) => format!(
                     "{kept}; resume with your launcher as before, each rank running: {} resume {} --rendezvous {}",
                     super::program_name(),
-                    p.display(),
-                    absolute(r).display()
+                    typed(p),
+                    typed(&absolute(r))
                 ),
-                None => format!("{kept}; resume with: {} resume {}", super::program_name(), p.display()),
+                None => format!("{kept}; resume with: {} resume {}", super::program_name(), typed(p)),
             }
         }
         (None, Some(e)) => match e {
             crate::RunError::Checkpoint { path, .. } if path.is_file() => format!(
                 "{e}; the previous checkpoint there is still valid: bts resume {} carries on from it",
-                path.display()
+                typed(path)
             ),
             crate::RunError::Checkpoint { .. } => format!("{e}; no earlier checkpoint is left there"),
             e => e.to_string(),
