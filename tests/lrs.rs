@@ -814,3 +814,43 @@ fn a_job_in_128_bit_arithmetic_warns_of_lrss_misprints() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!stderr(&o).contains("128-bit"), "{}", stderr(&o));
 }
+
+/// A prism over an n-simplex (2(n + 1) vertices, dimension n + 1), its rows in the order that
+/// makes lrs's first basis have a cobasis around it for every facet of the simplex.
+fn prism(n: usize) -> String {
+    let row = |first: &str, ones: &[(usize, &str)]| {
+        let mut r = vec!["0"; n + 1];
+        for &(at, v) in ones {
+            r[at] = v;
+        }
+        format!("{first} {}", r.join(" "))
+    };
+    let mut rows = vec![row("1", &[(n, "-1")]), row("0", &[(n, "1")])];
+    rows.extend((0..n).map(|i| row("0", &[(i, "1")])));
+    let all: Vec<(usize, &str)> = (0..n).map(|i| (i, "-1")).collect();
+    rows.push(row("1", &all));
+    h_input(&format!("prism-{n}"), &rows, n + 2, "")
+}
+
+/// A job of a high-dimensional input starts by finding lrs's first basis, which costs what
+/// hundreds of bases do: a first job of 100 bases handed back every cobasis around the first one
+/// as a job of its own, and the run took ten times as long as plain lrs. The first budget grows
+/// with the dimension.
+#[test]
+fn a_high_dimensional_input_is_not_cut_into_jobs_that_cost_more_than_their_bases() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prism.ine");
+    std::fs::write(&file, prism(120)).unwrap();
+    let plain = plain_lrs(&file);
+    assert_eq!(plain.records.len(), 242);
+    let (records, s) = run_lrs(dir.path(), &["--workers", "2"], &file);
+    assert_eq!(sorted_lines(&records), plain.records);
+    assert_totals(&s, &plain, "prism 120");
+    assert!(s["jobs"].as_u64().unwrap() <= 2, "{s}");
+    // Given a budget of 100, the run is cut as before.
+    let (_, s) = run_lrs(dir.path(), &["--workers", "2", "--budget", "100"], &file);
+    assert!(s["jobs"].as_u64().unwrap() > 20, "{s}");
+}

@@ -217,7 +217,7 @@ pub struct WorkerArgs {
 #[derive(Debug, Default, Args)]
 #[command(next_help_heading = "Budget (mts/mplrs controls; the default adapts by itself)")]
 pub struct BudgetArgs {
-    /// Initial budget b: nodes a job may visit ("inf" for no limit) [default: 100]
+    /// Initial budget b: nodes a job may visit ("inf" for no limit) [default: 100; lrs: 20 a dimension]
     #[arg(long, value_name = "B", value_parser = parse_budget)]
     pub budget: Option<u64>,
     /// Never change b and never impose a depth limit

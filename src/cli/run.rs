@@ -44,6 +44,9 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
     }
     check_optimising(args, &*searcher, &spec)?;
     let mut options = run_options(args, None)?;
+    if let (None, Some(b)) = (args.budget.budget, searcher.first_budget()) {
+        options.scheduler.budget.initial = b;
+    }
     crate::run::check_mode(&options, &spec, &*searcher).map_err(CliError::usage)?;
     let output_path = args.output.output.as_deref().filter(|_| !args.output.count_only);
     files::check(args, &spec, output_path, options.checkpoint.as_deref())?;

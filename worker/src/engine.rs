@@ -40,6 +40,13 @@ pub trait Searcher: Send + Sync {
         None
     }
 
+    /// The budget a run starts from when none is given, for a tree whose jobs cost more to start
+    /// than a hundred nodes (the default): the first job's budget sets how finely the top of the
+    /// tree is split into jobs, before the budget controller has measured anything.
+    fn first_budget(&self) -> Option<u64> {
+        None
+    }
+
     /// The tree's own totals, if its jobs report any (`JobReport::counters`, in this order).
     fn counters(&self) -> Option<CounterNames> {
         None

@@ -71,6 +71,8 @@ struct LrsConfig {
     head: Vec<String>,
     /// The input's own options that bts applies.
     options: InputOptions,
+    /// The dimension of the input's space.
+    dimension: u64,
     /// The input file's digest, as read.
     digest: u32,
 }
@@ -121,7 +123,8 @@ impl LrsSearcher {
             stopping: Default::default(),
             abandoned: Default::default(),
         };
-        let mut config = LrsConfig { exec, input, hull, name, head: Vec::new(), options, digest };
+        let dimension = options::dimension(&text);
+        let mut config = LrsConfig { exec, input, hull, name, head: Vec::new(), options, dimension, digest };
         let mut checked = check_input(&config, &args.file)?;
         let redundant = std::mem::take(&mut checked.redundant_linearities);
         if !redundant.is_empty() {
@@ -280,6 +283,15 @@ impl Searcher for LrsSearcher {
 
     fn input_digest(&self) -> Option<u32> {
         Some(self.config.digest)
+    }
+
+    /// A job finds lrs's first basis before it pivots to its cobasis: about d pivots, each costing
+    /// about as much as a basis of the search (a job of C(60, 8), d = 8, costs what some 70 bases
+    /// do, most of it the process; of a 301-dimensional prism, what 170 bases do). A first job of
+    /// 100 bases there hands back every cobasis around the first one as a job of its own (251 of
+    /// them, each a fixed cost for a base or two): 20 bases a dimension make it long enough.
+    fn first_budget(&self) -> Option<u64> {
+        Some(self.config.dimension.saturating_mul(20).max(100))
     }
 
     fn runs_elsewhere(&self) -> bool {

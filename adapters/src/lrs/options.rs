@@ -180,6 +180,12 @@ pub fn read(input: &str) -> Result<InputOptions, String> {
     Ok(options)
 }
 
+/// The dimension of the input's space: n - 1 for the `m n` after `begin` (0 if unreadable).
+pub fn dimension(input: &str) -> u64 {
+    let n = input.lines().flat_map(words_of).skip_while(|&w| w != "begin").nth(2);
+    n.and_then(|n| n.parse::<u64>().ok()).unwrap_or(0).saturating_sub(1)
+}
+
 /// A line's words up to a comment, which a `*` starts and the line ends.
 fn words_of(line: &str) -> impl Iterator<Item = &str> {
     line.split_whitespace().take_while(|w| !w.starts_with('*'))
@@ -303,6 +309,13 @@ mod tests {
         assert_eq!(h("linearity 3 2 1 2").repeated_linearity.as_deref(), Some("2"));
         // After `begin`, nothing counts.
         assert_eq!(header("begin\n1 2 rational\nV-representation\n"), Header::default());
+    }
+
+    #[test]
+    fn the_dimension_is_one_less_than_the_columns() {
+        assert_eq!(dimension(CUBE), 1);
+        assert_eq!(dimension("c\n* begin 9 9\nV-representation begin 8\n 7 rational\n"), 6);
+        assert_eq!(dimension("no matrix\n"), 0);
     }
 
     #[test]
