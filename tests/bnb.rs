@@ -497,6 +497,35 @@ fn a_file_of_more_than_128_items_is_solved_from_the_command_line() {
     }
 }
 
+/// A job recurses 1,024 levels below its start at most: one that went on above that depth with an
+/// unlimited budget searched a knapsack of more items without the solutions below it, and never
+/// ended. It ends there, and the next job carries on below.
+#[test]
+fn a_knapsack_deeper_than_a_jobs_recursion_is_searched_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(19);
+    let items: Vec<(u64, u64)> = (0..1500).map(|_| (1 + rng.below(100), 1 + rng.below(100))).collect();
+    // Room for all but a few: a path of some 1,500 levels to the first packing.
+    let capacity = items.iter().map(|i| i.1).sum::<u64>() - 120;
+    let text: String =
+        std::iter::once(format!("{capacity}\n")).chain(items.iter().map(|(v, w)| format!("{v} {w}\n"))).collect();
+    let file = write(&dir, "deep.txt", &text);
+    for budget in [&["--budget", "inf", "--fixed-budget"][..], &["--budget", "10000000"]] {
+        let args = [&["run", "--workers", "1", "--progress", "never", "--summary-json", "-"][..], budget]
+            .concat()
+            .into_iter()
+            .chain(["knapsack", "--file", &file]);
+        let mut run = bts_command().args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let status = crate::util::wait_bounded(&mut run, std::time::Duration::from_secs(60));
+        assert!(status.success(), "{budget:?}");
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut run.stdout.take().unwrap(), &mut out).unwrap();
+        let s: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+        assert_eq!(s["best"]["value"].as_i64(), Some(knapsack_dp(capacity, &items)), "{budget:?}");
+        assert_eq!(s["nodes"].as_u64(), Some(knapsack_dfs_nodes(capacity, &items)), "{budget:?}");
+    }
+}
+
 #[test]
 fn target_stops_the_run_with_exit_0_as_soon_as_it_is_reached() {
     let dir = tempfile::tempdir().unwrap();

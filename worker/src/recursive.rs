@@ -53,9 +53,11 @@ use bts_protocol::Solution;
 /// }
 /// ```
 pub trait Recursive: Tree {
-    /// How many levels below its start node a job goes by recursion: deeper nodes are handed back
-    /// unvisited, as past a depth limit, and become jobs of their own. Each level takes a stack
-    /// frame, and worker threads have stacks of 2 MiB: the default leaves a frame 1 KiB.
+    /// How many levels below its start node a job goes by recursion. Each level takes a stack
+    /// frame, and worker threads have stacks of 2 MiB: the default leaves a frame 1 KiB. The job
+    /// ends at the first node deeper, as if its budget were spent there: that node and the rest of
+    /// the frontier go back as jobs, and the next job carries on from it (a job that went on above
+    /// it would search on without what lies below, a branch and bound without its solutions).
     const MAX_RECURSION: u32 = 1024;
 
     /// Searches below `node`, which lies at `depth` and has been visited: offers each of its
@@ -119,6 +121,7 @@ where
         reserve: budget - 1 - left,
         abort,
         cut: 0,
+        depth_limit: limits.max_depth.unwrap_or(u32::MAX),
         max_depth: limits.max_depth.unwrap_or(u32::MAX).min(depth.saturating_add(T::MAX_RECURSION)),
         deepest: depth,
         leaves: 0,
@@ -150,8 +153,12 @@ struct JobScope<'a, T: ?Sized, G, R, F> {
     /// ... and after.
     reserve: u64,
     abort: Option<&'a std::sync::atomic::AtomicBool>,
-    /// What was left when a solution reached the target and ended the job.
+    /// What was left when a solution reached the target, or the recursion its depth, and ended the
+    /// job.
     cut: u64,
+    /// The job's depth limit.
+    depth_limit: u32,
+    /// The depth the job goes to: its depth limit, or as deep as its recursion goes.
     max_depth: u32,
     /// The depth of the deepest node visited.
     deepest: u32,
@@ -185,6 +192,9 @@ where
         self.leaves += u64::from(self.open > depth);
         if (self.left == 0 && !self.goes_on()) || depth > self.max_depth {
             self.open = 0;
+            if depth <= self.depth_limit {
+                self.end();
+            }
             hand_back(self.returned, child, depth);
             return Entry::Skipped;
         }
@@ -204,8 +214,14 @@ impl<T: ?Sized, G, R, F> JobScope<'_, T, G, R, F> {
         match visit {
             Visit::Nothing => {}
             Visit::Record => self.outputs += 1,
-            Visit::Target => (self.cut, self.left, self.reserve) = (self.left + self.reserve, 0, 0),
+            Visit::Target => self.end(),
         }
+    }
+
+    /// Ends the job: what is left of the budget goes unspent.
+    #[cold]
+    fn end(&mut self) {
+        (self.cut, self.left, self.reserve) = (self.cut + self.left + self.reserve, 0, 0);
     }
 
     /// Takes the next [`ABORT_CHECK`] nodes of the budget, unless it is spent or the job is told
@@ -443,6 +459,45 @@ mod tests {
                 back.push((n, d))
             });
         assert_eq!((stats.visited, back), (3, vec![(13, 13)]));
+    }
+
+    /// A spine 0 - 2 - 4 - ... of `len` nodes, each with a leaf (its id plus one) after the next
+    /// spine node; searched 5 levels deep at most.
+    struct Comb {
+        len: u32,
+    }
+
+    impl Tree for Comb {
+        type Node = u32;
+        type Children<'a> = std::vec::IntoIter<u32>;
+        fn root(&self) -> u32 {
+            0
+        }
+        fn children<'a>(&'a self, node: &u32, _depth: u32) -> Self::Children<'a> {
+            match node % 2 == 0 && node / 2 + 1 < self.len {
+                true => vec![node + 2, node + 1].into_iter(),
+                false => Vec::new().into_iter(),
+            }
+        }
+    }
+
+    impl Recursive for Comb {
+        const MAX_RECURSION: u32 = 5;
+    }
+
+    /// A job that went on above the deepest node it may recurse to would search the rest of the
+    /// tree without what lies below (a branch and bound without its solutions): it ends there.
+    #[test]
+    fn a_job_ends_where_its_recursion_stops() {
+        let comb = Comb { len: 100 };
+        let job = Job { start: &0, depth: 0, limits: Limits::UNLIMITED, abort: None };
+        let mut back = Vec::new();
+        let stats =
+            search_recursive(&comb, &crate::Enumerate, job, &mut String::new(), &mut Vec::new(), &mut |n, d| {
+                back.push((n, d))
+            });
+        assert_eq!((stats.visited, stats.max_depth, stats.leaves), (6, 5, 0));
+        assert_eq!(back, vec![(12, 6), (11, 6), (9, 5), (7, 4), (5, 3), (3, 2), (1, 1)]);
     }
 
     #[test]
