@@ -124,11 +124,20 @@ impl MaxClique {
                         return Err(bad("a second `p` line"));
                     }
                     // `p col` is how some published clique benchmarks (brock, ...) spell it.
-                    let counts = match fields.as_slice() {
-                        [_, "edge" | "col", count, m] => count.parse::<usize>().ok().zip(m.parse::<usize>().ok()),
-                        _ => None,
+                    let [_, "edge" | "col", count, m] = fields.as_slice() else {
+                        return Err(bad("expected `p edge N M` (or `p col N M`)"));
                     };
-                    let (count, m) = counts.ok_or_else(|| bad("expected `p edge N M`"))?;
+                    let number = |word: &str| match word.parse::<usize>() {
+                        Ok(x) => Ok(x),
+                        Err(_) if word.bytes().all(|b| b.is_ascii_digit()) => {
+                            Err(bad(&format!("{word} is above the limit of 2^64")))
+                        }
+                        Err(_) => Err(bad(&format!("`{word}` is not a number (expected `p edge N M`)"))),
+                    };
+                    let (count, m) = (number(count)?, number(m)?);
+                    if count > MAX_VERTICES {
+                        return Err(bad(&format!("{count} vertices: at most {MAX_VERTICES} are allowed")));
+                    }
                     (n, announced) = (Some(count), m);
                 }
                 Some("e") => {
@@ -138,6 +147,9 @@ impl MaxClique {
                         _ => None,
                     };
                     let (u, v) = ends.ok_or_else(|| bad("expected `e U V`"))?;
+                    if n == 0 {
+                        return Err(bad("an edge of a graph of no vertices (`p edge 0 ...`)"));
+                    }
                     if !(1..=n).contains(&u) || !(1..=n).contains(&v) {
                         return Err(bad(&format!("vertices are numbered 1 to {n}")));
                     }
@@ -275,9 +287,14 @@ mod tests {
             ("e 1 2\n", "line 1: an edge before"),
             ("p edge 3 1\ne 1 4\n", "line 2: vertices are numbered 1 to 3"),
             ("p edge 3 1\ne 1\n", "expected `e U V`"),
-            ("p edge x 1\n", "expected `p edge N M`"),
-            ("p edge 3 x\n", "expected `p edge N M`"),
-            ("p edge 3\n", "expected `p edge N M`"),
+            ("p edge x 1\n", "`x` is not a number (expected `p edge N M`)"),
+            ("p edge 3 x\n", "`x` is not a number"),
+            ("p edge 3\n", "expected `p edge N M` (or `p col N M`)"),
+            ("p cnf 3 1\n", "expected `p edge N M` (or `p col N M`)"),
+            ("p edge 99999999999999999999 0\n", "99999999999999999999 is above the limit of 2^64"),
+            ("p edge 65537 0\n", "65537 vertices: at most 65536 are allowed"),
+            ("p edge 3 99999999999999999999\n", "99999999999999999999 is above the limit of 2^64"),
+            ("p edge 0 1\ne 1 1\n", "line 2: an edge of a graph of no vertices"),
             ("p edge 3 0\nq\n", "expected a `c`, `p` or `e` line"),
             ("p edge 3 0\np edge 3 0\n", "a second `p` line"),
             ("p edge 3 2\ne 1 2\n", "the `p` line announces 2 edges and the file has 1: is it cut short?"),
