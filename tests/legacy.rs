@@ -151,6 +151,7 @@ def job(node, marker):
         if mode == "shallow": print("done 1 max_depth=0", flush=True); return
         if mode == "pruned": print("done 0 pruned=1", flush=True); return
         if mode == "badsolution": print("solution -9223372036854775808 r", flush=True); return
+        if mode == "spacedsolution": print("solution  5 r", flush=True); return
         if mode == "solution": print("solution 5 r", flush=True); return
         if mode == "prunedlate": print("done 0 pruned=1", flush=True); return
     print("done 1", flush=True)
@@ -180,7 +181,7 @@ fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Opti
     if persistent {
         args.push("--persistent");
     }
-    if mode == "badsolution" || mode == "prunedlate" {
+    if mode == "badsolution" || mode == "spacedsolution" || mode == "prunedlate" {
         args.push("--optimise");
     }
     // A short timeout where the program hangs; elsewhere one that a loaded machine's Python starts keep to.
@@ -196,7 +197,7 @@ fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Opti
 fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let timeout = "took longer than --job-timeout 2 s";
-    let cases: [(&str, bool, &str); 21] = [
+    let cases: [(&str, bool, &str); 22] = [
         ("exit", true, "ended before `done` (exit status 3)"),
         ("exit", false, "ended before `done` (exit status 3)"),
         ("signal", true, "killed by signal 9"),
@@ -220,7 +221,8 @@ fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
         ("leaves", false, "more leaves than visited nodes; the offending line: \"done 1 leaves=2\""),
         ("shallow", true, "a deepest depth above the job's own node, at depth 1"),
         ("pruned", false, "`pruned=` in a plain enumeration, which prunes nothing"),
-        ("badsolution", false, "a solution whose value is no integer from -2^63+1 to 2^63-1 (-2^63 means none)"),
+        ("badsolution", false, "not `solution <value> <record>` (one space apart) with a value from -2^63+1"),
+        ("spacedsolution", false, "not `solution <value> <record>` (one space apart)"),
         ("solution", true, "a `solution` line in a plain enumeration (a branch and bound needs --optimise)"),
         ("prunedlate", false, "`done 0` after records, nodes or solutions: a job whose own node was pruned"),
     ];
