@@ -474,7 +474,7 @@ mod tests {
             0
         }
         fn children<'a>(&'a self, node: &u32, _depth: u32) -> Self::Children<'a> {
-            match node % 2 == 0 && node / 2 + 1 < self.len {
+            match node.is_multiple_of(2) && node / 2 + 1 < self.len {
                 true => vec![node + 2, node + 1].into_iter(),
                 false => Vec::new().into_iter(),
             }
