@@ -600,6 +600,7 @@ fn finished(
     let mut summary = Summary::new(&saver.tree.command_line(), &outcome, run, elapsed, segments);
     summary.tree_totals = searcher.counters().map(|c| TreeTotals::new(c, &run.totals().counters));
     summary.best = BestSummary::of(searcher.optimises(), run.totals());
+    summary.target = saver.options.scheduler.optimum.target;
     if saver.options.count_only {
         // A branch and bound's best records are counted in the output's length, which a resumed
         // run cuts them back by; nothing was written.

@@ -59,6 +59,9 @@ pub struct Summary {
     /// A branch and bound's best solution (`null` while none is found); absent for enumerations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub best: Option<Option<BestSummary>>,
+    /// The `--target` of a decision run: the outcome is `target` when a solution reached it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<i64>,
 }
 
 /// The `best` object of a branch and bound's summary.
@@ -177,6 +180,7 @@ impl Summary {
             mixed_modes: false,
             tree_totals: None,
             best: None,
+            target: None,
         }
     }
 
@@ -213,6 +217,15 @@ impl Summary {
             let values: Vec<String> = t.values.iter().map(|(n, v)| format!("{n}={v}")).collect();
             format!("bts: {}: {}\n", t.key, values.join(" "))
         });
+        // A complete run that did not stop at its target has proven that nothing reaches it.
+        let unreached = match (self.target, &self.best) {
+            (Some(v), Some(best)) if self.complete && best.as_ref().is_none_or(|b| b.value < v) => {
+                let optimum =
+                    best.as_ref().map_or("there is no solution".to_string(), |b| format!("the optimum is {}", b.value));
+                format!("bts: no solution reaches the target {v}: {optimum}\n")
+            }
+            _ => String::new(),
+        };
         let best = match &self.best {
             None => String::new(),
             Some(None) => format!("bts: no solution found; {} by the bound\n", plural(t.pruned, "cuts")),
@@ -236,7 +249,7 @@ impl Summary {
         };
         format!(
             "bts: {}: {}{unreported}\n\
-             bts: {:.3} s, {}, {}, {sharing}{left}\n{tree}{best}",
+             bts: {:.3} s, {}, {}, {sharing}{left}\n{tree}{best}{unreached}",
             self.outcome,
             counts.join(", "),
             self.elapsed_s,
@@ -289,6 +302,7 @@ mod tests {
             mixed_modes: false,
             tree_totals: None,
             best: None,
+            target: None,
         }
     }
 

@@ -526,6 +526,24 @@ fn a_knapsack_deeper_than_a_jobs_recursion_is_searched_in_order() {
     }
 }
 
+/// A decision run that finds no solution of the target's value has proven there is none: it says so.
+#[test]
+fn an_unreachable_target_is_said_to_be_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let triangle = write(&dir, "k3.clq", "p edge 4 4\ne 1 2\ne 2 3\ne 1 3\ne 3 4\n");
+    let o = bts(&["run", "--target", "4", "--summary-json", "-", "maxclique", "--graph", &triangle]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&o);
+    assert_eq!(
+        (s["outcome"].as_str(), s["target"].as_i64(), s["best"]["value"].as_i64()),
+        (Some("complete"), Some(4), Some(3))
+    );
+    assert!(stderr(&o).contains("no solution reaches the target 4: the optimum is 3"), "{}", stderr(&o));
+    let o = bts(&["run", "--target", "3", "maxclique", "--graph", &triangle]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("no solution reaches"), "{}", stderr(&o));
+}
+
 #[test]
 fn target_stops_the_run_with_exit_0_as_soon_as_it_is_reached() {
     let dir = tempfile::tempdir().unwrap();
