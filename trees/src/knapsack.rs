@@ -381,12 +381,20 @@ impl<B: Taken> Tree for KnapsackOf<B> {
         PackingChildren { knapsack: self, next, value, weight, taken, left }
     }
 
+    /// Called for every improvement, which along a first descent through many items is every node:
+    /// the items are put in file order by marks, not a sort, and written without a string each.
     fn output(&self, p: &Packing<B>, _depth: u32, out: &mut String) -> bool {
         use std::fmt::Write;
-        let mut items: Vec<u32> = (0..p.next as usize).filter(|&i| p.taken.has(i)).map(|i| self.positions[i]).collect();
-        items.sort_unstable();
-        let items: Vec<String> = items.iter().map(u32::to_string).collect();
-        let _ = write!(out, "value={} weight={} items={}", p.value, p.weight, items.join(","));
+        let mut taken = vec![false; self.positions.len()];
+        for i in (0..p.next as usize).filter(|&i| p.taken.has(i)) {
+            taken[self.positions[i] as usize] = true;
+        }
+        let _ = write!(out, "value={} weight={} items=", p.value, p.weight);
+        let mut comma = "";
+        for (position, _) in taken.iter().enumerate().filter(|(_, t)| **t) {
+            let _ = write!(out, "{comma}{position}");
+            comma = ",";
+        }
         true
     }
 }
