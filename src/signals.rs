@@ -61,7 +61,8 @@ pub fn stop_on_signals(stopper: Stopper) {
     on_signals(move |seen, signal| match seen {
         1 => {
             crate::logging::say!(
-                "bts: signal {signal}: stopping once the workers hand their work back (signal again to quit now)"
+                "bts: {}: stopping once the workers hand their work back (signal again to quit now)",
+                signal_name(signal)
             );
             stopper.stop(StopReason::Signal);
         }
@@ -85,8 +86,8 @@ pub fn leave_on_signal(leave: CancellationToken) {
     on_signals(move |seen, signal| {
         if seen == 1 {
             crate::logging::say!(
-                "bts: signal {signal}: leaving, once any work this worker holds is handed back (signal again to \
-                 quit now)"
+                "bts: {}: leaving, once any work this worker holds is handed back (signal again to quit now)",
+                signal_name(signal)
             );
             leave.cancel();
         } else {
@@ -139,6 +140,16 @@ fn on_signals(mut act: impl FnMut(u32, libc::c_int) + Send + 'static) {
             }
         }
     });
+}
+
+/// SIGINT, SIGTERM or SIGHUP by name ("signal 2" reads as a second signal).
+fn signal_name(signal: libc::c_int) -> String {
+    match signal {
+        libc::SIGINT => "SIGINT (Ctrl-C)".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        other => format!("signal {other}"),
+    }
 }
 
 /// Whether `signal` is ignored (`SIG_IGN`), as `nohup` leaves SIGHUP for the programs it starts.
