@@ -50,6 +50,11 @@ fn a_seed_repeats_an_estimate_whatever_the_threads() {
     for threads in ["2", "3", "8"] {
         assert_eq!(run(threads), one, "{threads} threads");
     }
+    // A human estimate names its seed, which repeats it.
+    let first = String::from_utf8(bts(&["estimate", "--probes", "50", "queens", "--n", "9"]).stdout).unwrap();
+    let seed = first.split("--probe-seed ").nth(1).and_then(|s| s.split(' ').next()).expect(&first);
+    let again = bts(&["estimate", "--probes", "50", "--probe-seed", seed, "queens", "--n", "9"]);
+    assert_eq!(String::from_utf8(again.stdout).unwrap(), first);
     // One probe gives no standard error: said, not shown as infinite.
     let o = bts(&["estimate", "--probes", "1", "queens", "--n", "1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -125,8 +125,10 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         };
         let (mean, probes) = (total.mean, total.probes);
         let probes_word = if probes == 1 { "probe" } else { "probes" };
-        let mut text =
-            format!("{}: about {mean:.0} nodes ({error}) from {probes} {probes_word}\n", spec.command_line());
+        let mut text = format!(
+            "{}: about {mean:.0} nodes ({error}) from {probes} {probes_word} (--probe-seed {seed} repeats them)\n",
+            spec.command_line()
+        );
         if probes > 1 && (relative > SHAKY || (probes >= 10 && largest_share > 0.25)) {
             text += &format!(
                 "The tree is heavy-tailed: a few probes (the largest {:.0}, {:.0}% of the sum) carry the estimate, so it \
