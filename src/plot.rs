@@ -31,8 +31,24 @@ pub fn read_hist(path: &Path) -> Result<Vec<Sample>, String> {
     let cols = [column("elapsed_s")?, column("nodes")?, column("queued")?, column("busy_workers")?];
     let (workers, budget) = (column("workers")?, column("budget")?);
     let mut samples = Vec::new();
-    for (i, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    let rows: Vec<(usize, &str)> = lines.enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
+    for (at, &(i, line)) in rows.iter().enumerate() {
         let fields: Vec<&str> = line.split(',').collect();
+        if fields.len() < header.len() {
+            // A run writing the history as it goes (or a disk that filled up) leaves its last row
+            // cut short: the rows before it still make a plot.
+            if at + 1 == rows.len() && !samples.is_empty() {
+                crate::logging::say!("bts: {}: its last line is cut short; plotted without it", path.display());
+                break;
+            }
+            return Err(format!(
+                "{}: line {} has {} columns where the header has {}",
+                path.display(),
+                i + 2,
+                fields.len(),
+                header.len()
+            ));
+        }
         let get = |c: usize| -> Result<f64, String> {
             fields
                 .get(c)

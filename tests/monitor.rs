@@ -286,6 +286,21 @@ fn plots_are_valid_svg_and_png() {
     let info = reader.next_frame(&mut pixels).unwrap();
     assert_eq!((info.width, info.height), (1000, 900));
     assert!(pixels.iter().any(|&b| b < 128), "the picture is not blank");
+    // A history whose last row is cut short (a run still writing it) plots without that row; a row
+    // cut short before the last is refused.
+    let text = std::fs::read_to_string(&hist).unwrap();
+    let cut = dir.path().join("cut.csv");
+    std::fs::write(&cut, &text[..text.trim_end().rfind(',').unwrap()]).unwrap();
+    let o = bts(&["plot", cut.to_str().unwrap(), "-o", svg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("its last line is cut short; plotted without it"), "{}", stderr(&o));
+    let mut lines: Vec<&str> = text.lines().collect();
+    let short = lines[2].rsplit_once(',').unwrap().0.to_string();
+    lines[2] = &short;
+    std::fs::write(&cut, lines.join("\n")).unwrap();
+    let o = bts(&["plot", cut.to_str().unwrap(), "-o", svg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("line 3 has 10 columns where the header has 11"), "{}", stderr(&o));
     // Bad input: not a history, a picture type that is not known.
     std::fs::write(dir.path().join("bad.csv"), "a,b\n1,2\n").unwrap();
     for (args, message) in [
