@@ -892,7 +892,7 @@ fn a_lost_polling_process_stops_a_run_writing_to_stdout_with_a_clear_message() {
     let (code, _, log) = master.finish();
     assert!(log.contains("if a remote worker is lost, random polling must take back"), "{log}");
     assert_eq!(code, Some(1), "{log}");
-    assert!(log.contains("prints again those written since that checkpoint (run with --output FILE or --count-only to survive lost workers)"), "{log}");
+    assert!(log.contains("so the run stops (resumed from a checkpoint, if it has one, it prints again the records written since that checkpoint; run with --output FILE or --count-only to survive lost workers)"), "{log}");
 }
 
 /// A polling run that fails on its own side (here its output file removed under it) tells its

@@ -553,9 +553,10 @@ pub fn drive_polling(
                 output.rewind(len).map_err(|e| {
                     io::Error::other(format!(
                         "a remote worker was lost and the work since the last snapshot must be redone, but \
-                         the records written since cannot be taken back from this output ({e}); a run resumed \
-                         from the last checkpoint prints again those written since that checkpoint (run with \
-                         --output FILE or --count-only to survive lost workers)"
+                         the records written since cannot be taken back from this output ({e}), so the run \
+                         stops (resumed from a checkpoint, if it has one, it prints again the records written \
+                         since that checkpoint; run with --output FILE or --count-only to survive lost \
+                         workers)"
                     ))
                 })?;
                 written = len;
