@@ -65,7 +65,11 @@ pub fn decode(bytes: &[u8]) -> Result<Checkpoint, LoadError> {
         return Err(LoadError::Truncated { expected: HEADER as u64, found: bytes.len() as u64 });
     }
     let version = version_of(bytes).expect("a full header with the magic");
-    // Everything after the version may differ in later formats.
+    // Everything after the version may differ in later formats; a version thousands ahead is a
+    // damaged header (one flipped bit of it reads as 65,541), not a newer bts.
+    if version > CURRENT_VERSION.saturating_add(1000) {
+        return Err(LoadError::Corrupt(format!("its header names format version {version}, which no bts writes")));
+    }
     if version > CURRENT_VERSION {
         return Err(LoadError::Newer { found: version, supported: CURRENT_VERSION });
     }

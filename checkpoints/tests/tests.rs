@@ -107,6 +107,10 @@ fn bad_files_are_named_for_what_is_wrong() {
         &newer,
         |e| matches!(e, LoadError::Newer { found, supported } if *found == CURRENT_VERSION + 1 && *supported == CURRENT_VERSION),
     );
+    // One flipped bit of the version: damaged, not newer.
+    let mut flipped = good.clone();
+    flipped[10] ^= 1;
+    expect(&flipped, |e| matches!(e, LoadError::Corrupt(m) if m.contains(", which no bts writes")));
     let mut zero = good.clone();
     zero[8..12].copy_from_slice(&0u32.to_le_bytes());
     expect(&zero, |e| matches!(e, LoadError::Corrupt(_) | LoadError::UnknownVersion(0)));
