@@ -204,7 +204,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
     let out = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 44] = [
+    let cases: [(&[&str], &str); 46] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -239,6 +239,9 @@ fn bad_input_is_refused_with_a_clear_message() {
         // A run option misspelt before the tree: clap's tip, and the advice in case it is the tree's.
         (&["run", "--worker", "2", "queens"], "a similar argument exists: '--workers'; if --worker is an option of"),
         (&["estimate", "--n", "8", "queens"], "bts estimate [OPTIONS] queens --n"),
+        // A negative number is a bad value, not an option.
+        (&["estimate", "--probes", "-1", "queens", "--n", "8"], "invalid value '-1' for '--probes <K>'"),
+        (&["estimate", "--probe-seed", "-1", "queens", "--n", "8"], "invalid value '-1' for '--probe-seed <S>'"),
         // A run option after the tree's, misspelt or in its short form; a program without `--`.
         (&["run", "queens", "--n", "8", "--wokers", "2"], "'--wokers' found; did you mean the option --workers?"),
         (&["estimate", "queens", "--n", "8", "--probs", "3"], "did you mean the option --probes?"),

@@ -166,13 +166,13 @@ pub struct RemoteArgs {
 )]
 pub struct EstimateArgs {
     /// Random root-to-leaf probes
-    #[arg(long, value_name = "K", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "K", default_value_t = 1000, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub probes: u64,
     /// Print one JSON object: {"nodes", "std_error", "probes", ...}
     #[arg(long)]
     pub json: bool,
     /// Seed of the random choices, to repeat an estimate [default: a fresh one]
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
     pub probe_seed: Option<u64>,
     /// Threads probing [default: the number of cores]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
