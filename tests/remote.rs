@@ -259,6 +259,10 @@ fn a_worker_that_loses_its_master_joins_its_run_again() {
     let (code, log) = worker_output(w);
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("lost the master"), "{log}");
+    // It was dropped, and may have been stopped without knowing it: said (unless its first word
+    // after the stop met a reset connection instead of the master's close).
+    let told = "or dropped this worker for a silence longer than its --worker-timeout";
+    assert!(log.contains(told) || log.contains("the connection to the master failed"), "{log}");
 
     // The master killed, then resumed on the same address file, again and again (a supervisor
     // restarting a master that crashes): the same worker carries on each time, for its --retry

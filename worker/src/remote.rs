@@ -90,6 +90,12 @@ pub enum Ended {
     NeverJoined,
 }
 
+/// What a worker knows when its master's connection ends while the run is on: the master may
+/// have ended, or dropped this worker for a silence past its `--worker-timeout` (a suspended
+/// process, a cut network).
+const CLOSED_EARLY: &str = "the master closed the connection before the run ended: it ended, or dropped this \
+                            worker for a silence longer than its --worker-timeout";
+
 /// Why a worker process stopped before the run ended.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
@@ -353,7 +359,7 @@ impl PollingProcess<'_> {
             let frame = match next {
                 Some(f) => f,
                 None if finished.len() < self.threads as usize => {
-                    return Err(RemoteError::Lost("the master closed the connection before the run ended".into()));
+                    return Err(RemoteError::Lost(CLOSED_EARLY.into()));
                 }
                 None if leaving => return Ok(Ended::Left),
                 None => return Ok(Ended::RunOver),
@@ -855,7 +861,7 @@ async fn read_loop(
             None => {
                 return match finished.iter().all(|&f| f) {
                     true => Ok(Ended::RunOver),
-                    false => Err(RemoteError::Lost("the master closed the connection before the run ended".into())),
+                    false => Err(RemoteError::Lost(CLOSED_EARLY.into())),
                 };
             }
         }
