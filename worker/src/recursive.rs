@@ -114,6 +114,7 @@ where
     let budget = limits.budget.max(1);
     // The first look after ABORT_CHECK nodes, the start node among them, as the loop does.
     let left = (budget - 1).min(ABORT_CHECK - 1);
+    let depth_limit = limits.max_depth.unwrap_or(u32::MAX);
     let mut scope = JobScope {
         tree,
         goal,
@@ -121,8 +122,8 @@ where
         reserve: budget - 1 - left,
         abort,
         cut: 0,
-        depth_limit: limits.max_depth.unwrap_or(u32::MAX),
-        max_depth: limits.max_depth.unwrap_or(u32::MAX).min(depth.saturating_add(T::MAX_RECURSION)),
+        depth_limit,
+        max_depth: depth_limit.min(depth.saturating_add(T::MAX_RECURSION)),
         deepest: depth,
         leaves: 0,
         pruned: 0,
