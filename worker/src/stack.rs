@@ -69,15 +69,15 @@ impl<T: Tree, G: Goal<T>> TreeStack<T, G> {
         let keep_output = self.keep_output;
         let (stack, out, p) = (&mut self.stack, &mut self.out, &mut self.progress);
         let mut visited = 0;
-        // The node whose subtree is searched and where the stack and the output stood before it:
-        // a panic of the oracle puts them back as they were.
+        // The node whose subtree is searched and where the stack stood before it: a panic of the
+        // oracle puts it back as it was, and drops the subtree's records.
         let mut current = None;
-        let (mut stack_before, mut out_before) = (0, 0);
+        let mut stack_before = 0;
         let result = unwind::catch(|| {
             while visited < max {
                 let Some(top) = stack.pop() else { break };
                 let (node, depth) = &*current.insert(top);
-                (stack_before, out_before) = (stack.len(), out.len());
+                stack_before = stack.len();
                 // A lazy search of the node's subtree, as in budget mode (children are made only
                 // when needed); what it leaves goes on the stack, its first node on top.
                 let limits = Limits { budget: max - visited, max_depth: None };
@@ -90,6 +90,10 @@ impl<T: Tree, G: Goal<T>> TreeStack<T, G> {
                     search_with(tree, goal, job, &mut CountOnly, found, &mut push)
                 };
                 stack[stack_before..].reverse();
+                // The subtree's records are kept as it ends: `out` holds no others, so an output
+                // that wrongly rewrites it cannot reach the records of an earlier subtree.
+                p.output.extend_from_slice(out.as_bytes());
+                out.clear();
                 current = None;
                 visited += stats.visited;
                 p.visited += stats.visited;
@@ -104,23 +108,12 @@ impl<T: Tree, G: Goal<T>> TreeStack<T, G> {
             // keep, and what the search did is undone.
             let (node, depth) = current.expect("a panic happens while a subtree is searched");
             self.stack.truncate(stack_before);
-            self.out.truncate(out_before);
+            self.out.clear();
             let failure = JobFailure::new(JobId(0), format!("{node:?}"), format!("the tree oracle panicked: {panic}"));
             self.stack.push((node, depth));
-            self.flush_output();
             return Err(failure);
         }
-        self.flush_output();
         Ok(visited)
-    }
-
-    /// Moves the records written so far into the progress (or drops them, counted, when output is
-    /// not kept).
-    fn flush_output(&mut self) {
-        if self.keep_output {
-            self.progress.output.extend_from_slice(self.out.as_bytes());
-        }
-        self.out.clear();
     }
 
     fn encode(&self, node: &T::Node, depth: u32) -> Returned {
@@ -241,6 +234,42 @@ mod tests {
             prop_assert_eq!(visited as usize, tree.0.len());
             prop_assert!(seen.iter().all(|&c| c == 1));
         }
+    }
+
+    /// The tree of [`Explicit`], whose `output` of one node wrongly clears `out`.
+    struct Clearing(Explicit, u32);
+
+    impl Tree for Clearing {
+        type Node = u32;
+        type Children<'a> = <Explicit as Tree>::Children<'a>;
+        fn root(&self) -> u32 {
+            0
+        }
+        fn children<'a>(&'a self, node: &u32, depth: u32) -> Self::Children<'a> {
+            self.0.children(node, depth)
+        }
+        fn output(&self, node: &u32, depth: u32, out: &mut String) -> bool {
+            if *node == self.1 {
+                out.clear();
+            }
+            self.0.output(node, depth, out)
+        }
+    }
+
+    #[test]
+    fn a_failed_subtree_leaves_the_records_of_earlier_ones_whole() {
+        // Root 0 with children 1 and 2; the output of node 3, below 2, clears what was written.
+        let mut c = vec![Vec::new(); 4];
+        (c[0], c[2]) = (vec![1, 2], vec![3]);
+        let mut w = TreeStack::new(Arc::new(Clearing(Explicit(c), 3)), true);
+        w.push(root()).unwrap();
+        w.work(1).unwrap(); // visits 0; the stack (bottom to top) is 2 1
+        let failure = w.work(u64::MAX).unwrap_err();
+        assert!(failure.message.contains("only append"), "{}", failure.message);
+        // Node 1's subtree was searched; node 2's goes back whole, none of its records kept.
+        assert_eq!(String::from_utf8(w.take_progress().output).unwrap(), "0\n1\n");
+        let kept: Vec<u32> = w.take_all().iter().map(|r| postcard::from_bytes(r.node.as_slice()).unwrap()).collect();
+        assert_eq!(kept, vec![2]);
     }
 
     #[test]
