@@ -276,11 +276,26 @@ fn an_output_that_breaks_the_rules_loses_no_record_without_a_word() {
         let mut lines: Vec<String> = String::from_utf8(output).unwrap().lines().map(String::from).collect();
         lines.sort_by_key(|l| l.parse::<u64>().unwrap_or(0));
         assert_eq!(lines, leaves, "{mode:?}");
-        for (how, says) in [("replace", "may only append"), ("newline", "a record is one line")] {
-            let finished =
-                Run::new("careless", Careless { how }).options(options.clone()).run(&mut std::io::sink()).unwrap();
+        for (how, says, count_only) in [
+            ("replace", "may only append", false),
+            ("newline", "a record is one line", false),
+            // Counting asks `has_output`, whose default writes the record to throw it away.
+            ("newline", "a record is one line", true),
+        ] {
+            let options = RunOptions { count_only, ..options.clone() };
+            let mut output = Vec::new();
+            let finished = Run::new("careless", Careless { how }).options(options).run(&mut output).unwrap();
             let Outcome::Failed(failure) = &finished.outcome else { panic!("{how}: {:?}", finished.outcome) };
             assert!(failure.message.contains(says), "{how}: {}", failure.message);
+            // What was committed before the failure is whole records, each once.
+            let text = String::from_utf8(output).unwrap();
+            assert!(text.is_empty() || text.ends_with('\n'), "{how}, {mode:?}: {text:?}");
+            let mut lines: Vec<&str> = text.lines().collect();
+            lines.sort();
+            let before = lines.len();
+            lines.dedup();
+            assert_eq!(lines.len(), before, "{how}, {mode:?}: a record twice");
+            assert!(lines.iter().all(|l| leaves.iter().any(|leaf| leaf == l)), "{how}, {mode:?}: {text:?}");
         }
     }
 }

@@ -31,7 +31,8 @@ use std::fmt::Debug;
 /// # Example
 /// All subsets of `{0, .., n-1}`, each node a subset built by increasing elements:
 /// ```
-/// use bts_worker::Tree;
+/// # use bts_worker as bts; // the doctest lives in the crate that `bts` re-exports
+/// use bts::Tree;
 ///
 /// struct Subsets { n: u32 }
 ///
@@ -86,7 +87,8 @@ pub trait Tree: Send + Sync + 'static {
     /// Appends `node`'s output record to `out` and returns true, or returns false when the node has
     /// none. A record is one line of text: do not write a newline. `out` holds the job's records so
     /// far: only append to it (what an output returning false appended is dropped). A job whose
-    /// output breaks these rules fails, as if it had panicked.
+    /// output writes a newline or cuts `out` short fails, as if it had panicked; an edit of the
+    /// earlier records in place cannot be seen, and they are written as edited.
     ///
     /// Called once for every visited node; records of a job are committed when the job completes.
     fn output(&self, node: &Self::Node, depth: u32, out: &mut String) -> bool {
@@ -134,7 +136,12 @@ fn written_and_dropped(output: impl FnOnce(&mut String) -> bool) -> bool {
     thread_local!(static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) });
     SCRATCH.with_borrow_mut(|scratch| {
         scratch.clear();
-        output(scratch)
+        let had = output(scratch);
+        // The rule of a record's one line holds when records are only counted, too.
+        if had {
+            crate::dfs::check_one_line(scratch.as_bytes());
+        }
+        had
     })
 }
 
