@@ -46,6 +46,7 @@ fn write_large() {
         counters: Vec::new(),
         optimum: Default::default(),
         input_digest: None,
+        mixed_modes: false,
     };
     let dir = tempfile::tempdir_in(".").unwrap();
     let path = dir.path().join("large.ckpt");

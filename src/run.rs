@@ -226,8 +226,8 @@ impl Run {
         Self::with_searcher(TreeSpec::new(name, Vec::<String>::new()), Arc::new(TreeSearcher::new(tree)))
     }
 
-    /// A branch and bound over `tree`: the run keeps the best solution (see [`bts_worker::Optimise`]).
-    pub fn optimising<T: bts_worker::Optimise>(name: &str, tree: T) -> Self {
+    /// A branch and bound over `tree`: the run keeps the best solution (see [`Optimise`](crate::Optimise)).
+    pub fn optimising<T: crate::Optimise>(name: &str, tree: T) -> Self {
         Self::with_searcher(TreeSpec::new(name, Vec::<String>::new()), Arc::new(TreeSearcher::optimising(tree)))
     }
 
@@ -288,7 +288,7 @@ impl Run {
         }
         let (mut scheduler, before) = match resume {
             Some(ck) => {
-                let before = Earlier::of(&ck);
+                let before = Earlier::of(&ck, false);
                 let totals = ck.committed_totals();
                 let jobs = jobs_in_order(ck.jobs, &ck.options.mode, false);
                 (Scheduler::resume(config, totals, Some(ck.budget), jobs), before)
@@ -404,7 +404,7 @@ impl Run {
         // What the run starts from: the root, or the nodes a checkpoint saved.
         let (totals, before, initial_jobs, fresh) = match resume {
             Some(ck) => {
-                let (totals, before) = (ck.committed_totals(), Earlier::of(&ck));
+                let (totals, before) = (ck.committed_totals(), Earlier::of(&ck, true));
                 (totals, before, jobs_in_order(ck.jobs, &ck.options.mode, true), false)
             }
             None => {
@@ -601,6 +601,7 @@ fn finished(
     summary.tree_totals = searcher.counters().map(|c| TreeTotals::new(c, &run.totals().counters));
     summary.best = BestSummary::of(searcher.optimises(), run.totals());
     summary.target = saver.options.scheduler.optimum.target;
+    summary.mixed_modes = saver.before.mixed_modes;
     if saver.options.count_only {
         // A branch and bound's best records are counted in the output's length, which a resumed
         // run cuts them back by; nothing was written.
@@ -730,17 +731,26 @@ impl Observer for Hooks<'_> {
     }
 }
 
-/// The run before this segment: its seconds and segments, and whether it was over already.
+/// The run before this segment: its seconds and segments, whether it was over already, and whether
+/// its segments and this one ran in both modes (then its jobs and steals are counted together).
 #[derive(Clone, Copy, Debug, Default)]
 struct Earlier {
     elapsed_s: f64,
     segments: u32,
     over: bool,
+    mixed_modes: bool,
 }
 
 impl Earlier {
-    fn of(checkpoint: &Checkpoint) -> Self {
-        Earlier { elapsed_s: checkpoint.elapsed_s, segments: checkpoint.segments, over: checkpoint.is_complete() }
+    /// The run `checkpoint` holds, carried on in polling mode or not.
+    fn of(checkpoint: &Checkpoint, polling: bool) -> Self {
+        let other_mode = polling != matches!(checkpoint.options.mode, StoredMode::Polling { .. });
+        Earlier {
+            elapsed_s: checkpoint.elapsed_s,
+            segments: checkpoint.segments,
+            over: checkpoint.is_complete(),
+            mixed_modes: checkpoint.mixed_modes || other_mode,
+        }
     }
 
     /// The run's seconds and segments with this segment, `this` long: a complete run resumed
@@ -808,6 +818,7 @@ impl Checkpointer<'_> {
                 best_len: scheduler.totals().best_len,
             },
             input_digest: self.input_digest,
+            mixed_modes: self.before.mixed_modes,
         };
         bts_checkpoints::write(path, &checkpoint)?;
         self.saved.set(Some((scheduler.totals().nodes, scheduler.totals().outputs)));

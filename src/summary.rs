@@ -49,8 +49,8 @@ pub struct Summary {
     pub queued: usize,
     /// The most jobs L held at once.
     pub max_queued: usize,
-    /// Earlier segments of the run were in the other mode (budget and polling), so `jobs` counts
-    /// jobs and steals together.
+    /// The run's segments ran in both modes (budget and polling), so `jobs` counts jobs and
+    /// steals together.
     #[serde(skip)]
     pub mixed_modes: bool,
     /// The tree's own totals (lrs's vertices, rays, ...), as an object under the tree's key.

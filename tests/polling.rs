@@ -192,6 +192,27 @@ fn checkpoints_resume_in_either_mode() {
     }
 }
 
+/// A run that changed mode once still counts jobs and steals together when it resumes again in
+/// the same mode: the checkpoint remembers.
+#[test]
+fn a_run_that_changed_mode_says_so_in_every_later_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("mixed.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    let o = bts(&["run", "--workers", "2", "--checkpoint", ck_s, "--node-limit", "1000000", "uts", "--preset", "T1"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    for (limit, code) in [(&["--node-limit", "2000000"][..], 3), (&[][..], 0)] {
+        let mut args = vec!["resume", ck_s, "--mode", "polling", "--workers", "2", "--summary-json", "-"];
+        args.extend(limit);
+        let o = bts(&args);
+        assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
+        assert!(stderr(&o).contains(" jobs and steals and "), "{}", stderr(&o));
+        if code == 0 {
+            published_t1(&summary(&o));
+        }
+    }
+}
+
 #[test]
 fn sigint_stops_a_polling_run_with_a_checkpoint() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,14 +4,14 @@
 //! the budget controller's state, every job not yet committed (those in the job list and the start
 //! nodes of those that were out with workers) and the committed length of the output file.
 //!
-//! # File format (version 5)
+//! # File format (version 6)
 //! | bytes | content |
 //! | --- | --- |
 //! | 8 | magic `bts-ckpt` |
 //! | 4 | format version, little endian |
 //! | 8 | payload length, little endian |
 //! | 4 | CRC-32 of the version, the length and the payload, little endian |
-//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] and the tree's counters, then (version 3) its [`StoredOptimum`], then (version 4) the input digest, then (version 5) the length of the best records at the end of the output (`StoredOptimum::best_len`), in postcard |
+//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] and the tree's counters, then (version 3) its [`StoredOptimum`], then (version 4) the input digest, then (version 5) the length of the best records at the end of the output (`StoredOptimum::best_len`), then (version 6) whether its segments ran in both modes (`Checkpoint::mixed_modes`), in postcard |
 //!
 //! Version 1 files, which have no output seal and no counters, are still read: their output file
 //! is checked by its length only.
@@ -99,6 +99,10 @@ pub struct Checkpoint {
     /// older files): a run resumes only on the same file. Stored after the optimum.
     #[serde(skip)]
     pub input_digest: Option<u32>,
+    /// Segments ran in both modes, budget and polling (version 6; false in older files), so that
+    /// `totals.jobs` counts jobs and steals together. Stored after the length of the best records.
+    #[serde(skip)]
+    pub mixed_modes: bool,
 }
 
 /// What a checkpoint keeps of a branch and bound.

@@ -53,6 +53,7 @@ fn sample(jobs: usize) -> Checkpoint {
             best_len: 6,
         },
         input_digest: Some(0x1234_5678),
+        mixed_modes: true,
     }
 }
 
@@ -117,7 +118,7 @@ fn bad_files_are_named_for_what_is_wrong() {
 }
 
 /// The bytes of a checkpoint file of format version 1 (no output seal, no counters), 2 (no
-/// branch and bound), 3 (no input digest) or 4 (no length of the best records).
+/// branch and bound), 3 (no input digest), 4 (no length of the best records) or 5 (no mixed modes).
 fn encode_old(checkpoint: &Checkpoint, version: u32) -> Vec<u8> {
     let mut payload = postcard::to_allocvec(checkpoint).unwrap();
     if version >= 2 {
@@ -129,6 +130,9 @@ fn encode_old(checkpoint: &Checkpoint, version: u32) -> Vec<u8> {
     }
     if version >= 4 {
         payload.extend(postcard::to_allocvec(&checkpoint.input_digest).unwrap());
+    }
+    if version >= 5 {
+        payload.extend(postcard::to_allocvec(&checkpoint.optimum.best_len).unwrap());
     }
     let mut out = b"bts-ckpt".to_vec();
     out.extend_from_slice(&version.to_le_bytes());
@@ -146,19 +150,19 @@ fn version_1_files_still_load_without_a_seal() {
     let mut checkpoint = sample(7);
     let v1 = encode_old(&checkpoint, 1);
     (checkpoint.seal, checkpoint.counters, checkpoint.optimum) = (None, Vec::new(), StoredOptimum::default());
-    checkpoint.input_digest = None;
+    (checkpoint.input_digest, checkpoint.mixed_modes) = (None, false);
     assert_eq!(decode(&v1).unwrap(), checkpoint);
     // The current version stores the seal, absent or not.
     assert_eq!(decode(&encode(&checkpoint)).unwrap(), checkpoint);
     assert_eq!(decode(&encode(&sample(7))).unwrap(), sample(7));
-    assert_eq!(&encode(&sample(7))[8..12], &5u32.to_le_bytes());
+    assert_eq!(&encode(&sample(7))[8..12], &6u32.to_le_bytes());
 }
 
 #[test]
 fn version_2_files_still_load_without_an_incumbent() {
     let mut checkpoint = sample(7);
     let v2 = encode_old(&checkpoint, 2);
-    (checkpoint.optimum, checkpoint.input_digest) = (StoredOptimum::default(), None);
+    (checkpoint.optimum, checkpoint.input_digest, checkpoint.mixed_modes) = (StoredOptimum::default(), None, false);
     assert_eq!(decode(&v2).unwrap(), checkpoint);
 }
 
@@ -166,7 +170,7 @@ fn version_2_files_still_load_without_an_incumbent() {
 fn version_3_files_still_load_without_an_input_digest() {
     let mut checkpoint = sample(7);
     let v3 = encode_old(&checkpoint, 3);
-    (checkpoint.input_digest, checkpoint.optimum.best_len) = (None, 0);
+    (checkpoint.input_digest, checkpoint.optimum.best_len, checkpoint.mixed_modes) = (None, 0, false);
     assert_eq!(decode(&v3).unwrap(), checkpoint);
     // And the current version keeps the digest.
     assert_eq!(decode(&encode(&sample(7))).unwrap().input_digest, Some(0x1234_5678));
@@ -177,16 +181,27 @@ fn version_4_files_take_a_complete_runs_output_to_end_with_its_best_records() {
     // An unfinished run has written no best records yet.
     let mut unfinished = sample(7);
     let v4 = encode_old(&unfinished, 4);
-    unfinished.optimum.best_len = 0;
+    (unfinished.optimum.best_len, unfinished.mixed_modes) = (0, false);
     assert_eq!(decode(&v4).unwrap(), unfinished);
     // A complete one wrote them last: "a\n" and "b c\n".
-    let complete = sample(0);
+    let mut complete = sample(0);
+    complete.mixed_modes = false;
     assert_eq!(decode(&encode_old(&complete, 4)).unwrap(), complete);
     // Unless the output cannot hold them (a count-only run).
     let mut count_only = sample(0);
     (count_only.totals.outputs, count_only.output_len) = (0, 0);
     let decoded = decode(&encode_old(&count_only, 4)).unwrap();
     assert_eq!(decoded.optimum.best_len, 0);
+}
+
+#[test]
+fn version_5_files_still_load_as_runs_in_one_mode() {
+    let mut checkpoint = sample(7);
+    let v5 = encode_old(&checkpoint, 5);
+    checkpoint.mixed_modes = false;
+    assert_eq!(decode(&v5).unwrap(), checkpoint);
+    // And the current version keeps the flag.
+    assert!(decode(&encode(&sample(7))).unwrap().mixed_modes);
 }
 
 #[test]

@@ -63,7 +63,7 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
     let (output, output_path) = open_output(args, warnings, frame.as_ref())?;
     options.output_path = output_path.clone();
     let framed = output_path.zip(frame.is_some().then(|| Arc::clone(&searcher)));
-    execute(args, Run::with_searcher(spec, searcher).options(options), output, false, framed)
+    execute(args, Run::with_searcher(spec, searcher).options(options), output, framed)
 }
 
 /// Makes the token file that `--token-file` names if it is missing: only once the run's files
@@ -208,9 +208,7 @@ fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exi
     let output = reopen_output(given, &checkpoint, output_path.as_deref(), warnings, (header, frame_len))?;
     options.output_path = output_path.as_deref().map(absolute);
     let framed = options.output_path.clone().filter(|_| frame_len.0 > 0).map(|p| (p, Arc::clone(&searcher)));
-    let polling = matches!(options.mode, RunMode::Polling { .. });
-    let mixed_modes = polling != matches!(checkpoint.options.mode, StoredMode::Polling { .. });
-    execute(args, Run::resume(checkpoint, searcher).options(options), output, mixed_modes, framed)
+    execute(args, Run::resume(checkpoint, searcher).options(options), output, framed)
 }
 
 /// Which file `path` is now, and which version of it (`None` if there is none): a file system may
@@ -386,14 +384,12 @@ fn parse(run_options: &[String], command: clap::Command, tree: Option<(&str, &[S
     }
 }
 
-/// Runs, then reports: summary, JSON, how to resume, exit status. `mixed_modes`: the run's earlier
-/// segments were in the other mode. `framed`: an output file whose tree frames its records (see
+/// Runs, then reports: summary, JSON, how to resume, exit status. `framed`: an output file whose tree frames its records (see
 /// [`Searcher::file_frame`]), completed when the run is.
 fn execute(
     args: &RunArgs,
     run: Run,
     mut output: Box<dyn Output>,
-    mixed_modes: bool,
     framed: Option<(PathBuf, Arc<dyn Searcher>)>,
 ) -> Result<Exit, CliError> {
     crate::signals::stop_on_signals(run.stopper());
@@ -410,10 +406,9 @@ fn execute(
     };
     let finished = match run.run_to(&mut *output) {
         Ok(finished) => finished,
-        Err(crate::RunError::Broke { error, mut summary, unsaved }) => {
+        Err(crate::RunError::Broke { error, summary, unsaved }) => {
             // The records written go first: a summary on stdout comes after them.
             drop(output);
-            summary.mixed_modes = mixed_modes;
             // What the run did is told as for any failure, then why it broke off.
             let reported = report(args, &summary);
             return Err(match reported {
@@ -438,8 +433,6 @@ fn execute(
             .map_err(|e| CliError::failure(format!("cannot complete the output file {}: {e}", path.display())))?;
     }
 
-    let mut finished = finished;
-    finished.summary.mixed_modes = mixed_modes;
     let summary = &finished.summary;
     report(args, summary)?;
     let resume_hint = || match (&finished.checkpoint, &finished.checkpoint_error) {
