@@ -17,7 +17,8 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BudgetConfig {
-    /// The initial budget b.
+    /// The initial budget b: the nodes a job visits (`u64::MAX` for no limit, as `--budget inf`;
+    /// 0 is taken as 1).
     pub initial: u64,
     /// Never change b and never impose a depth limit.
     pub fixed: bool,

@@ -358,7 +358,7 @@ impl FileOutput {
         let Some(seal) = checkpoint.seal else {
             let why = match checkpoint.options.output {
                 None => "the run wrote its records to stdout",
-                Some(_) => "an older bts wrote it",
+                Some(_) => "a run of the library or an older bts wrote it",
             };
             tracing::warn!(
                 "the checkpoint records no checksum of the output ({why}): {shown} is checked by its length only"

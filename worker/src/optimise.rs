@@ -24,7 +24,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 /// # Example
 /// The best subset of numbers whose sum stays within a capacity (a subset-sum knapsack):
 /// ```
-/// use bts_worker::{Optimise, Tree};
+/// # use bts_worker as bts; // the doctest lives in the crate that `bts` re-exports
+/// use bts::{Optimise, Tree};
 ///
 /// struct SubsetSum { items: Vec<i64>, capacity: i64 }
 ///

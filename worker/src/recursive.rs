@@ -23,7 +23,8 @@ use bts_protocol::Solution;
 /// # Example
 /// The default is the plain recursion, which a tree writes out to keep its state in registers:
 /// ```
-/// use bts_worker::{Entry, Recursive, Scope, Tree};
+/// # use bts_worker as bts; // the doctest lives in the crate that `bts` re-exports
+/// use bts::{Entry, Recursive, Scope, Tree};
 ///
 /// /// Binary strings of length up to `n`.
 /// struct Strings { n: u32 }
