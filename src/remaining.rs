@@ -76,13 +76,14 @@ impl Remaining {
             return None;
         }
         let root = if polling { Some(searcher.root().ok()?) } else { None };
-        let mut runner = match searcher.runner(RunnerSettings { keep_output: false, detached: true }) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::debug!("no progress estimate: {e}");
-                return None;
-            }
-        };
+        let mut runner =
+            match searcher.runner(RunnerSettings { keep_output: false, detached: true, ..RunnerSettings::default() }) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::debug!("no progress estimate: {e}");
+                    return None;
+                }
+            };
         let clock = ProbeClock::for_searcher(&**searcher);
         let (requests, inbox) = mpsc::channel::<Vec<(u32, Vec<NodeBytes>)>>();
         let (outbox, results) = mpsc::channel();

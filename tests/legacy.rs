@@ -4,7 +4,7 @@
 use crate::util::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn examples() -> PathBuf {
@@ -114,6 +114,33 @@ fn remote_workers_run_the_same_program_on_their_side() {
     let o = master.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(summary(&o)["outputs"], 25_200);
+}
+
+/// A remote worker sends a job's answer in one frame: a job that writes more fails there as a job
+/// that writes too much does anywhere, saying why (its answer was once sent and refused whole).
+#[test]
+fn a_remote_workers_job_fails_clearly_when_its_answer_outgrows_a_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "big.py",
+        "#!/usr/bin/env python3\nimport sys\nline = b'out ' + b'y' * (1 << 20) + b'\\n'\n\
+         for _ in range(100): sys.stdout.buffer.write(line)\nprint('done 1', flush=True)\n",
+    );
+    let address = dir.path().join("address");
+    let address = address.to_str().unwrap();
+    let run = ["run", "--workers", "0", "--listen", "127.0.0.1:0", "--address-file", address, "--progress", "never"];
+    let exec = ["exec", "--retries", "0", "--", program.to_str().unwrap()];
+    let mut master = bts_command().args([&run[..], &exec].concat()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut worker = bts_command().args(["worker", "--connect-file", address, "--threads", "1"]).spawn().unwrap();
+    let status = wait_bounded(&mut master, Duration::from_secs(120));
+    let mut log = String::new();
+    std::io::Read::read_to_string(master.stderr.as_mut().unwrap(), &mut log).unwrap();
+    wait_bounded(&mut worker, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(1), "{log}");
+    let says = "more than 63 MiB of records, nodes and solutions before its `done` (a remote worker sends a job's \
+                answer in one frame)";
+    assert!(log.contains(says), "{log}");
 }
 
 /// A program that fails, in the way its first argument says, when it is given node n7. Its tree:
@@ -661,7 +688,11 @@ fn a_job_that_answers_without_end_fails_clearly() {
     );
     let o = bts(&["run", "--workers", "1", "exec", "--retries", "0", "--", program.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("more than 256 MiB of records and nodes before its `done`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("more than 256 MiB of records, nodes and solutions before its `done`"),
+        "{}",
+        stderr(&o)
+    );
     // Empty nodes count too: each costs bts memory.
     let program = script(
         dir.path(),
@@ -671,7 +702,42 @@ fn a_job_that_answers_without_end_fails_clearly() {
     );
     let o = bts(&["run", "--workers", "1", "exec", "--retries", "0", "--", program.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("more than 256 MiB of records and nodes before its `done`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("more than 256 MiB of records, nodes and solutions before its `done`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// A branch and bound's solutions count towards that limit, but only those the master could keep
+/// are held: a job's best, or all of its best value with `--all-best`. 300 MB of solutions, each
+/// better than the last (a first descent) or all ties, take no memory; distinct ties that the run
+/// must keep fail the job as records do.
+#[test]
+fn a_job_holds_only_the_solutions_the_run_could_keep() {
+    let dir = tempfile::tempdir().unwrap();
+    // 4,500 solutions of 64 KiB each, then `done 1`; `rising`: values 1, 2, ...; else all 7.
+    let program = script(
+        dir.path(),
+        "solutions.py",
+        "#!/usr/bin/env python3\nimport sys\nrising = sys.argv[1] == 'rising'\nsys.stdin.readline()\n\
+         pad = b'y' * 65536\nfor i in range(4500):\n    value = i + 1 if rising else 7\n    \
+         sys.stdout.buffer.write(b'solution %d %d ' % (value, i) + pad + b'\\n')\nprint('done 1', flush=True)\n",
+    );
+    let program = program.to_str().unwrap();
+    let run = ["run", "--workers", "1", "--progress", "never", "--summary-json", "-"];
+    for (how, value, first) in [("rising", 4500, "4499 "), ("ties", 7, "0 ")] {
+        let exec = ["exec", "--persistent", "--optimise", "--retries", "0", "--", program, how];
+        let o = bts(&[&run[..], &exec].concat());
+        assert_eq!(o.status.code(), Some(0), "{how}: {}", stderr(&o));
+        assert_eq!(summary(&o)["best"]["value"], value, "{how}");
+        // The best of the job, or the first of its ties, as the master keeps it.
+        assert!(String::from_utf8_lossy(&o.stdout).starts_with(first), "{how}");
+    }
+    let exec = ["exec", "--persistent", "--optimise", "--retries", "0", "--", program, "ties"];
+    let o = bts(&[&["run", "--workers", "1", "--progress", "never", "--all-best"][..], &exec].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("more than 256 MiB of records, nodes and solutions"), "{}", stderr(&o));
 }
 
 /// Binary strings of length up to 7 (255 nodes, each a record), persistent; the first process

@@ -94,8 +94,17 @@ pub fn max_depth_text(d: Option<u32>) -> String {
 pub fn least_text(incumbent: Incumbent) -> String {
     match incumbent.value {
         NO_VALUE => "none".to_string(),
-        v if incumbent.keep_ties => v.to_string(),
-        v => v.saturating_add(1).to_string(),
+        _ => least(incumbent).to_string(),
+    }
+}
+
+/// The least value as a number ([`NO_VALUE`] before any solution): a solution below it cannot
+/// improve on the incumbent.
+pub fn least(incumbent: Incumbent) -> i64 {
+    match incumbent.value {
+        NO_VALUE => NO_VALUE,
+        v if incumbent.keep_ties => v,
+        v => v.saturating_add(1),
     }
 }
 

@@ -12,10 +12,6 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The most a job may write (records and returned nodes) before its `done`: all of it is held in
-/// memory until then.
-const MAX_JOB_ANSWER: usize = 256 << 20;
-
 /// How often a job waiting for its program's answer looks whether the program is still there.
 const EXIT_CHECK: Duration = Duration::from_millis(100);
 
@@ -319,17 +315,24 @@ impl ExecRunner {
         let mut outputs = 0u64;
         let output_before = batch.output.len();
         let (returned_before, solutions_before) = (batch.returned.len(), batch.solutions.len());
-        let mut returned_bytes = 0usize;
+        // What the job's nodes and solutions cost bts's memory, beyond their text.
+        let (mut returned_bytes, mut solution_bytes) = (0usize, 0usize);
+        let mut reported_solutions = false;
         // The program exited without its `done`, and what it started in the background was killed.
         let mut ended = false;
         // The program wrote something for this job.
         let mut heard = false;
         loop {
-            if batch.output.len() - output_before + returned_bytes > MAX_JOB_ANSWER {
+            let limit = self.settings.answer_limit;
+            if batch.output.len() - output_before + returned_bytes + solution_bytes > limit {
+                let why = match limit < bts_worker::MAX_JOB_ANSWER {
+                    true => "a remote worker sends a job's answer in one frame",
+                    false => "bts holds a job's answer in memory until then",
+                };
                 let what = format!(
-                    "the job wrote more than {} MiB of records and nodes before its `done` (bts holds a job's \
-                     answer in memory until then): give jobs smaller budgets",
-                    MAX_JOB_ANSWER >> 20
+                    "the job wrote more than {} MiB of records, nodes and solutions before its `done` ({why}): give \
+                     jobs smaller budgets",
+                    limit >> 20
                 );
                 return Err(Failure::new(what, program));
             }
@@ -425,7 +428,23 @@ impl ExecRunner {
                 }
                 Some(Line::Log(text)) => tracing::info!(worker = %self.tag, "{}", String::from_utf8_lossy(text)),
                 Some(Line::Solution { value, record }) if self.config.optimise => {
-                    batch.solutions.push(Solution { value, record: record.to_vec() });
+                    reported_solutions = true;
+                    // Only what the master could keep is held: the job's best solution, or all of
+                    // its best value when ties are kept, and none below the job's least value (a
+                    // program that reports every tie of its own best, or every improvement along
+                    // a descent, needs no memory for them).
+                    let best = batch.solutions[solutions_before..].first().map(|s| s.value);
+                    let keep_ties = job.incumbent.keep_ties;
+                    let worth = value >= lines::least(job.incumbent)
+                        && best.is_none_or(|b| value > b || (value == b && keep_ties));
+                    if worth {
+                        if best.is_some_and(|b| value > b) {
+                            batch.solutions.truncate(solutions_before);
+                            solution_bytes = 0;
+                        }
+                        solution_bytes += record.len() + std::mem::size_of::<Solution>();
+                        batch.solutions.push(Solution { value, record: record.to_vec() });
+                    }
                 }
                 Some(Line::Done { visited, leaves, max_depth, job: said, pruned }) => {
                     self.numbered |= said.is_some();
@@ -448,9 +467,7 @@ impl ExecRunner {
                         let what = "`done 0`: the job's own node was not visited, and would be lost";
                         return Err(Failure::with_line(what, &line, program));
                     }
-                    let answered = outputs > 0
-                        || batch.returned.len() > returned_before
-                        || batch.solutions.len() > solutions_before;
+                    let answered = outputs > 0 || batch.returned.len() > returned_before || reported_solutions;
                     if visited == 0 && answered {
                         let what = "`done 0` after records, nodes or solutions: a job whose own node was pruned \
                                     has nothing below it";

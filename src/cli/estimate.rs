@@ -60,7 +60,11 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             .map(|_| {
                 let (searcher, root, tally, next_probe, failed) = (&searcher, &root, &tally, &next_probe, &failed);
                 scope.spawn(move || -> Result<(), String> {
-                    let mut runner = searcher.runner(RunnerSettings { keep_output: false, detached: true })?;
+                    let mut runner = searcher.runner(RunnerSettings {
+                        keep_output: false,
+                        detached: true,
+                        ..RunnerSettings::default()
+                    })?;
                     loop {
                         let i = next_probe.fetch_add(1, Ordering::Relaxed);
                         if i >= args.probes {

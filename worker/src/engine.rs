@@ -17,11 +17,21 @@ pub struct RunnerSettings {
     /// an incumbent of its own, for a branch and bound must prune only with values whose records
     /// the master gets.
     pub detached: bool,
+    /// The most bytes of records, returned nodes and solutions a legacy program's job may write
+    /// before its `done` (bts holds them in memory until then): a job that writes more fails. A
+    /// remote worker sends a job's answer in one frame, so its limit is a frame's.
+    pub answer_limit: usize,
 }
+
+/// A job's answer held in memory, at most (a remote worker's: [`MAX_FRAME`], less room for the
+/// rest of the frame).
+///
+/// [`MAX_FRAME`]: bts_protocol::codec::MAX_FRAME
+pub const MAX_JOB_ANSWER: usize = 256 << 20;
 
 impl Default for RunnerSettings {
     fn default() -> Self {
-        Self { keep_output: true, detached: false }
+        Self { keep_output: true, detached: false, answer_limit: MAX_JOB_ANSWER }
     }
 }
 

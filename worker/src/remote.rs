@@ -167,7 +167,9 @@ pub fn work_for(options: &RemoteOptions, build: &BuildTree<'_>) -> Result<Ended,
             return Err(RemoteError::Tree(why));
         }
     };
-    let settings = RunnerSettings { keep_output: welcome.keep_output, ..RunnerSettings::default() };
+    // A job's answer goes to the master in one frame, with its report around it.
+    let answer_limit = MAX_FRAME - (1 << 20);
+    let settings = RunnerSettings { keep_output: welcome.keep_output, answer_limit, ..RunnerSettings::default() };
     // A master silent this long is gone (it pings more often).
     let silence = Duration::from_millis(welcome.silence_ms.max(1));
 
@@ -916,7 +918,11 @@ fn push(frame: WorkerFrame, out: &mut Vec<u8>) {
         output_at = end;
         let frame = WorkerFrame::Message { thread, message: FromWorker::Reports(single) };
         if encode_frame(&frame, out).is_err() {
-            let message = format!("its report is larger than the {} MiB frame limit", MAX_FRAME >> 20);
+            let message = format!(
+                "its answer is larger than the {} MiB a remote worker can send in one frame: give jobs smaller \
+                 budgets, or leave them to the master's own workers",
+                MAX_FRAME >> 20
+            );
             let failure = JobFailure::new(report.id, "(not kept)", message);
             let _ = encode_frame(&WorkerFrame::Message { thread, message: FromWorker::Failed(failure) }, out);
         }
