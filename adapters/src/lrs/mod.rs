@@ -12,8 +12,8 @@
 //! printed by exactly one job. With `--count-only` jobs add `countonly`: lrs prints no records and
 //! a job's outputs are counted from its `*Totals` line.
 
-mod options;
-mod parse;
+pub(crate) mod options;
+pub(crate) mod parse;
 
 use crate::ExecConfig;
 use crate::process::{JobFile, Next, Program};
