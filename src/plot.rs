@@ -213,7 +213,8 @@ where
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 24))?;
     let areas = root.split_evenly((3, 1));
-    let t_max = samples.last().map_or(1.0, |s| s.elapsed_s).max(1e-3);
+    // The latest time, which is the last row's in a history bts wrote.
+    let t_max = samples.iter().map(|s| s.elapsed_s).fold(1e-3, f64::max);
     let polling = samples.iter().all(|s| s.budget == 0.0);
     for (area, panel) in areas.iter().zip(&panels(polling)) {
         let points: Vec<(f64, f64)> = samples.iter().map(|s| (s.elapsed_s, (panel.value)(s))).collect();
@@ -221,18 +222,63 @@ where
         let mut chart = ChartBuilder::on(area);
         chart.margin(12).x_label_area_size(36).y_label_area_size(70).caption(panel.name, ("sans-serif", 18));
         let style = panel.color.stroke_width(2);
+        // A history's numbers are finite but may be as large as a float goes: the axes' ends, past
+        // the data, are kept finite too, and so is the ratio of a log axis's ends (plotters never
+        // finishes an axis that reaches infinity). Points are drawn within the axes, at their edge
+        // if need be: a point far outside them (a negative count or time, a value beyond a top
+        // kept finite) overflows plotters' pixel arithmetic.
         if panel.log {
             let y_min = points.iter().map(|p| p.1).filter(|&y| y > 0.0).fold(f64::MAX, f64::min).min(y_max);
-            let mut c = chart.build_cartesian_2d(0.0..t_max, (y_min.max(1.0) / 2.0..y_max * 2.0).log_scale())?;
+            let bottom = y_min.max(1.0) / 2.0;
+            let top = (y_max * 2.0).min(f64::MAX / 4.0).max(bottom * 2.0);
+            let mut c = chart.build_cartesian_2d(0.0..t_max, (bottom..top).log_scale())?;
             c.configure_mesh().x_desc("seconds").y_desc(panel.unit).y_label_formatter(&|y| short(*y)).draw()?;
-            c.draw_series(LineSeries::new(points.into_iter().map(|(x, y)| (x, y.max(1.0))), style))?;
+            let within = points.into_iter().map(|(x, y)| (x.clamp(0.0, t_max), y.max(1.0).min(top)));
+            c.draw_series(LineSeries::new(within, style))?;
         } else {
             let ceiling = samples.iter().map(panel.ceiling).fold(0.0, f64::max);
-            let top = if ceiling > 0.0 { ceiling.max(y_max) + 0.5 } else { y_max * 1.05 };
+            let top = if ceiling > 0.0 { ceiling.max(y_max) + 0.5 } else { y_max * 1.05 }.min(f64::MAX);
             let mut c = chart.build_cartesian_2d(0.0..t_max, 0.0..top)?;
             c.configure_mesh().x_desc("seconds").y_desc(panel.unit).y_label_formatter(&|y| short(*y)).draw()?;
-            c.draw_series(LineSeries::new(points, style))?;
+            let within = points.into_iter().map(|(x, y)| (x.clamp(0.0, t_max), y.clamp(0.0, top)));
+            c.draw_series(LineSeries::new(within, style))?;
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values as large as a float goes plot, on finite axes, instead of drawing for ever; values
+    /// below the axes, and times that go back, plot too.
+    #[test]
+    fn the_largest_values_plot() {
+        let dir = tempfile::tempdir().unwrap();
+        let sample = |elapsed_s, big| Sample {
+            elapsed_s,
+            nodes: big,
+            queued: big,
+            busy_workers: 1.0,
+            workers: 2.0,
+            budget: if big > 0.0 { big } else { 1.0 },
+        };
+        let polling = |s: Sample| Sample { budget: 0.0, ..s };
+        for (name, samples) in [
+            ("budget", vec![sample(0.0, 0.0), sample(1.0, f64::MAX)]),
+            ("only-big", vec![sample(0.0, f64::MAX), sample(f64::MAX, f64::MAX)]),
+            ("polling", vec![polling(sample(0.0, 0.0)), polling(sample(1.0, f64::MAX))]),
+            ("negative", vec![sample(-1e300, 1.0), sample(0.0, -1e300), sample(1.0, 1.0)]),
+            ("backwards", vec![sample(0.0, 1.0), sample(222222220.0, 2.0), sample(1.0, 3.0)]),
+        ] {
+            let (sender, receiver) = std::sync::mpsc::channel();
+            let out = dir.path().join(format!("{name}.svg"));
+            let plotting = out.clone();
+            std::thread::spawn(move || sender.send(plot(&samples, "big", &plotting).map_err(|e| format!("{e:?}"))));
+            let plotted = receiver.recv_timeout(std::time::Duration::from_secs(60)).expect("drawn within a minute");
+            plotted.unwrap();
+            assert!(std::fs::read_to_string(&out).unwrap().trim_end().ends_with("</svg>"), "{name}");
+        }
+    }
 }

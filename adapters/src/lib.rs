@@ -14,6 +14,16 @@ mod lrs;
 mod process;
 mod runner;
 
+/// The parsers of what programs and users write, for the fuzz targets in `fuzz/` only: no part of
+/// the crate's API, and there only with the feature `fuzzing`.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::lines::{Line, parse as parse_line};
+    pub use crate::lrs::options::{Header, InputOptions, dimension, header, read as read_options, without_linearities};
+    pub use crate::lrs::parse::JobOutput;
+}
+
 pub use lrs::{LrsArgs, LrsSearcher};
 pub use process::kill_all;
 

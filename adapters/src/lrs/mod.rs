@@ -12,8 +12,8 @@
 //! printed by exactly one job. With `--count-only` jobs add `countonly`: lrs prints no records and
 //! a job's outputs are counted from its `*Totals` line.
 
-mod options;
-mod parse;
+pub(crate) mod options;
+pub(crate) mod parse;
 
 use crate::ExecConfig;
 use crate::process::{JobFile, Next, Program};
@@ -347,9 +347,11 @@ impl LrsRunner {
         if !job.budget.is_unlimited() {
             // The root counts itself, a restart does not; `maxcobases 0` would mean no limit and
             // `maxcobases 1` on the root returns the root: a budget of 1 is a depth limit instead.
-            let count = if restart { job.budget.0 - 1 } else { job.budget.0 };
+            let count = if restart { job.budget.0.saturating_sub(1) } else { job.budget.0 };
             if count == 0 || (!restart && count == 1) {
-                max_depth = Some(max_depth.unwrap_or(u32::MAX).min(job.depth + 1));
+                // A cobasis lrs said is at the deepest depth there is (`h=4294967295`) has no depth
+                // below it: the limit stays there.
+                max_depth = Some(max_depth.unwrap_or(u32::MAX).min(job.depth.saturating_add(1)));
             } else {
                 text += &format!("maxcobases {count}\n");
             }
@@ -466,5 +468,62 @@ impl JobRunner for LrsRunner {
         let cobasis = String::from_utf8_lossy(job.node.as_slice()).into_owned();
         let config = &self.config.exec;
         with_retries(job, &cobasis, (&self.tag, self.settings.detached), config, || self.attempt(job, &cobasis, batch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bts_protocol::{Budget, JobId};
+
+    fn runner() -> LrsRunner {
+        let exec = ExecConfig {
+            program: PathBuf::from("lrs"),
+            args: Vec::new(),
+            persistent: false,
+            root: String::new(),
+            retries: 0,
+            job_timeout: Duration::from_secs(1),
+            max_line: crate::MAX_LINE,
+            optimise: false,
+            stopping: Default::default(),
+            abandoned: Default::default(),
+        };
+        let input = b"cube\nH-representation\nbegin\n2 2 rational\n1 1\n1 -1\nend\n".to_vec();
+        let config = LrsConfig {
+            exec,
+            input,
+            hull: false,
+            name: Some("cube".into()),
+            head: Vec::new(),
+            options: InputOptions::default(),
+            dimension: 1,
+            digest: 0,
+        };
+        LrsRunner { config: Arc::new(config), settings: RunnerSettings::default(), tag: "lrs#0".into() }
+    }
+
+    fn job(depth: u32, budget: u64) -> Job {
+        Job {
+            id: JobId(1),
+            depth,
+            budget: Budget(budget),
+            max_depth: None,
+            node: NodeBytes::new(),
+            incumbent: Default::default(),
+        }
+    }
+
+    /// The depth of a cobasis comes from what lrs prints (`h=<depth>`), the deepest one included:
+    /// its job's options are written, not overflowed.
+    #[test]
+    fn a_job_at_the_deepest_depth_gets_its_options() {
+        let text = |depth, budget| String::from_utf8(runner().job_input(&job(depth, budget), "1 2")).unwrap();
+        assert!(text(3, 1).ends_with("restart 0 0 0 3 1 2\nmindepth 3\nmaxdepth 4\n"), "{}", text(3, 1));
+        assert!(text(3, 5).ends_with("mindepth 3\nmaxcobases 4\n"), "{}", text(3, 5));
+        let deepest = text(u32::MAX, 1);
+        assert!(deepest.ends_with(&format!("mindepth {0}\nmaxdepth {0}\n", u32::MAX)), "{deepest}");
+        // A budget of none (which no master gives) is a budget of one.
+        assert!(text(3, 0).ends_with("maxdepth 4\n"), "{}", text(3, 0));
     }
 }
