@@ -596,6 +596,8 @@ fn target_stops_the_run_with_exit_0_as_soon_as_it_is_reached() {
     let s = summary(&o);
     assert_eq!(s["outcome"], "target", "{s}");
     assert!(s["nodes"].as_u64() < Some(100), "{s}");
+    let hint = format!("the target is reached; checkpoint written to {ck_s}; resume with: bts resume {ck_s}");
+    assert!(stderr(&o).contains(&hint), "{}", stderr(&o));
     let o = bts(&["resume", ck_s, "--target", "1000000000", "--summary-json", "-"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(

@@ -478,7 +478,14 @@ fn execute(
         return Err(CliError::failure(format!("the run ended ({}), but {}", summary.outcome, resume_hint())));
     }
     match &finished.outcome {
-        Outcome::Complete | Outcome::Stopped(StopReason::Target) => Ok(Exit::Complete),
+        Outcome::Complete => Ok(Exit::Complete),
+        Outcome::Stopped(StopReason::Target) => {
+            // A decision is made; the search for the optimum can still go on from the checkpoint.
+            if finished.checkpoint.is_some() && summary.queued > 0 {
+                crate::logging::say!("bts: the target is reached; {} (it searches on to the optimum)", resume_hint());
+            }
+            Ok(Exit::Complete)
+        }
         Outcome::Stopped(StopReason::NoWorkers) => {
             Err(CliError::failure(format!("every worker was lost; {}", resume_hint())))
         }
