@@ -240,6 +240,30 @@ fn a_worker_says_what_it_waits_for() {
     }
 }
 
+/// README's launch of a run and its workers at once: the master makes the token file as it starts,
+/// and a worker started before it waits for the token as it waits for the address file.
+#[test]
+fn a_worker_started_before_its_master_waits_for_the_token_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let (token, address) = (dir.path().join("token"), dir.path().join("address"));
+    let (token, address) = (token.to_str().unwrap(), address.to_str().unwrap());
+    let w = worker(&["--connect-file", address, "--token-file", token, "--threads", "1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut master = bts_command()
+        .args(["run", "--workers", "0", "--listen", "127.0.0.1:0", "--token-file", token, "--address-file", address])
+        .args(["--summary-json", "-", "--progress", "never", "uts", "--preset", "T1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (code, log) = worker_output(w);
+    assert_eq!(code, Some(0), "{log}");
+    wait_bounded(&mut master, Duration::from_secs(60));
+    let mut out = String::new();
+    master.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert_t1(&serde_json::from_str(out.lines().last().unwrap()).unwrap());
+}
+
 /// A worker whose master lost it joins the run again: after a network cut or a suspended machine
 /// (here SIGSTOP for longer than --worker-timeout: the master drops it, and it hears nothing), and
 /// after the master itself died and was resumed on the same address file. The counts stay exact.

@@ -15,7 +15,17 @@ pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
         (None, None) => return Err(CliError::usage("give --connect HOST:PORT or --connect-file F")),
     };
     let token = match &args.token_file {
-        Some(path) => read_token(path)?,
+        Some(path) => {
+            // Started with its master, which makes the token before it writes the address file:
+            // the worker waits for that file anyway, and for the token while it waits.
+            if let MasterAddress::File(address) = &master {
+                let deadline = Instant::now() + args.retry;
+                while !path.exists() && !address.exists() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            read_token(path)?
+        }
         None => Vec::new(),
     };
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
