@@ -27,7 +27,7 @@ pub use bts_protocol::polling::SplitRule;
 pub use bts_protocol::{JobFailure, TreeSpec};
 pub use bts_worker::{
     AdjChildren, Adjacency, AdjacencyOracle, Entry, Enumerate, JobStats, Limits, Loop, Maximise, Optimise, Recursion,
-    Recursive, Scope, Searcher, Tree, TreeSearcher, search,
+    Recursive, Scope, Searcher, Tree, TreeSearcher, quiet_caught_panics, search,
 };
 pub use registry::{BuildError, Registry};
 pub use run::{
