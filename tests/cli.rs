@@ -204,7 +204,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
     let out = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 46] = [
+    let cases: [(&[&str], &str); 50] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -212,6 +212,11 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["run", "--workers", "two", "uts"], "--workers"),
         (&["run", "--workers", "0", "uts"], "--workers 0"),
         (&["run", "--time-limit", "-1", "uts"], "not a positive number of seconds"),
+        // A value that starts as an option would is a bad value still, not an unknown option.
+        (&["run", "--budget", "-inf", "uts"], "'-inf' is not a budget"),
+        (&["run", "--lmin", "-inf", "uts"], "'-inf' is not a number >= 0"),
+        (&["run", "--time-limit", "-inf", "uts"], "'-inf' is not a positive number of seconds"),
+        (&["run", "--output", "", "uts"], "invalid value '' for '--output <FILE>': an empty file name"),
         (&["run", "--node-limit", "0", "uts"], "--node-limit"),
         (&["run", "--scale", "1", "uts"], "--scale"),
         (&["run", "--lmin", "3", "--lmax", "2", "uts"], "--lmax (2) must not be below --lmin (3)"),

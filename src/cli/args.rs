@@ -118,7 +118,7 @@ pub struct RunArgs {
 #[command(next_help_heading = "Workers")]
 pub struct LocalWorkerArgs {
     /// Local worker threads; 0 with --listen: remote workers only [default: the number of cores]
-    #[arg(long, value_name = "N", value_parser = parse_workers)]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = parse_workers)]
     pub workers: Option<usize>,
     /// How work is shared: budget (a master's job list of budgeted jobs) or polling (workers
     /// steal from each other) [default: budget]
@@ -148,7 +148,7 @@ pub struct RemoteArgs {
     #[arg(long, value_name = "F")]
     pub token_file: Option<PathBuf>,
     /// Drop a remote worker silent this long; its jobs go back to the job list [default: 10]
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECS", allow_hyphen_values = true, value_parser = parse_seconds)]
     pub worker_timeout: Option<Duration>,
     /// Cluster launch (mpirun, srun): rank 0 runs the master, the other ranks work for it, meeting
     /// through file F on a shared file system; --workers is then the threads of every rank (default 1)
@@ -218,25 +218,25 @@ pub struct WorkerArgs {
 #[command(next_help_heading = "Budget (mts/mplrs controls; the default adapts by itself)")]
 pub struct BudgetArgs {
     /// Initial budget b: nodes a job may visit ("inf" for no limit) [default: 100; lrs: 20 a dimension]
-    #[arg(long, value_name = "B", value_parser = parse_budget)]
+    #[arg(long, value_name = "B", allow_hyphen_values = true, value_parser = parse_budget)]
     pub budget: Option<u64>,
     /// Never change b and never impose a depth limit
     #[arg(long)]
     pub fixed_budget: bool,
     /// Factor of the lmin/lmax rules, at least 2 [default: 100]
-    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(2..))]
+    #[arg(long, value_name = "S", allow_hyphen_values = true, value_parser = clap::value_parser!(u64).range(2..))]
     pub scale: Option<u64>,
     /// While |L| < lmin*P, jobs get the depth limit --maxd, or b/scale without one [default: 1]
-    #[arg(long, value_name = "L", value_parser = parse_nonnegative)]
+    #[arg(long, value_name = "L", allow_hyphen_values = true, value_parser = parse_nonnegative)]
     pub lmin: Option<f64>,
     /// While |L| > lmax*P, jobs get b*scale [default: off]
-    #[arg(long, value_name = "L", value_parser = parse_nonnegative)]
+    #[arg(long, value_name = "L", allow_hyphen_values = true, value_parser = parse_nonnegative)]
     pub lmax: Option<f64>,
     /// Relative depth limit of jobs handed out while |L| < lmin*P
-    #[arg(long, value_name = "D", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "D", allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(1..))]
     pub maxd: Option<u32>,
     /// Depth limit of the first job, to seed the job list
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "D", allow_hyphen_values = true)]
     pub initial_depth: Option<u32>,
     /// Which job to hand out next [default: lifo]
     #[arg(long, value_enum)]
@@ -278,20 +278,20 @@ pub struct StopArgs {
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<PathBuf>,
     /// Save the run every SECS seconds without stopping it (needs --checkpoint)
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECS", allow_hyphen_values = true, value_parser = parse_seconds)]
     pub checkpoint_every: Option<Duration>,
     /// Stop when file F appears (exit status 3)
     #[arg(long, value_name = "F")]
     pub stop_file: Option<PathBuf>,
     /// Stop after visiting N nodes (exit status 3)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub node_limit: Option<u64>,
     /// Stop after SECS seconds (fractions allowed; exit status 3)
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECS", allow_hyphen_values = true, value_parser = parse_seconds)]
     pub time_limit: Option<Duration>,
     /// Branch and bound: stop as soon as a solution of value V or more is found (exit status 0,
     /// outcome "target")
-    #[arg(long, value_name = "V", allow_negative_numbers = true, value_parser = parse_target)]
+    #[arg(long, value_name = "V", allow_hyphen_values = true, value_parser = parse_target)]
     pub target: Option<i64>,
 }
 
@@ -328,6 +328,7 @@ fn parse_workers(s: &str) -> Result<usize, String> {
 fn parse_output(s: &str) -> Result<PathBuf, String> {
     match s {
         "-" => Err("records go to stdout when --output is not given; --output names a file".into()),
+        "" => Err("an empty file name".into()),
         _ => Ok(PathBuf::from(s)),
     }
 }
