@@ -322,8 +322,8 @@ impl ExecRunner {
         let mut ended = false;
         // The program wrote something for this job.
         let mut heard = false;
+        let limit = self.settings.answer_limit;
         loop {
-            let limit = self.settings.answer_limit;
             if batch.output.len() - output_before + returned_bytes + solution_bytes > limit {
                 let why = match limit < bts_worker::MAX_JOB_ANSWER {
                     true => "a remote worker sends a job's answer in one frame",

@@ -384,8 +384,8 @@ fn parse(run_options: &[String], command: clap::Command, tree: Option<(&str, &[S
     }
 }
 
-/// Runs, then reports: summary, JSON, how to resume, exit status. `framed`: an output file whose tree frames its records (see
-/// [`Searcher::file_frame`]), completed when the run is.
+/// Runs, then reports: summary, JSON, how to resume, exit status. `framed`: an output file whose
+/// tree frames its records (see [`Searcher::file_frame`]), completed when the run is.
 fn execute(
     args: &RunArgs,
     run: Run,
