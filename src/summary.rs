@@ -203,11 +203,14 @@ impl Summary {
         let unit = if polling { "nodes" } else { "jobs" };
         let left = if self.queued > 0 { format!(", {} left", plural(self.queued as u64, unit)) } else { String::new() };
         // Legacy programs need not report leaves and depths: say so rather than print "?".
+        // With no node visited there are no leaves or depths to speak of.
+        let visited = t.nodes > 0;
         let mut counts = vec![plural(t.nodes, "nodes")];
-        counts.extend(t.leaves.map(|l| plural(l, "leaves")));
-        counts.extend(t.max_depth.map(|d| format!("max depth {d}")));
+        counts.extend(t.leaves.filter(|_| visited).map(|l| plural(l, "leaves")));
+        counts.extend(t.max_depth.filter(|_| visited).map(|d| format!("max depth {d}")));
         counts.push(plural(t.outputs, "outputs"));
         let unreported = match (t.leaves, t.max_depth) {
+            _ if !visited => "",
             (None, None) => " (leaves and depths not reported)",
             (None, Some(_)) => " (leaves not reported)",
             (Some(_), None) => " (depths not reported)",
@@ -324,6 +327,9 @@ mod tests {
         assert!(!text.contains('?') && !text.contains("1 jobs"), "{text}");
         let known = Totals { leaves: Some(1), max_depth: Some(0), ..t.clone() };
         assert!(summary(known, "budget", 0).human().contains("1 node, 1 leaf, max depth 0, 1 output\n"));
+        // A run stopped before its root, or whose every job failed, visited nothing.
+        let none = Totals { nodes: 0, leaves: Some(0), max_depth: Some(0), outputs: 0, ..t.clone() };
+        assert!(summary(none, "budget", 0).human().contains(": 0 nodes, 0 outputs\n"));
         let mut mixed = summary(t, "polling", 0);
         mixed.mixed_modes = true;
         assert!(mixed.human().contains("1 job or steal and 0 nodes returned or moved"), "{}", mixed.human());
