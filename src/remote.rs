@@ -22,20 +22,33 @@ pub struct Listening {
 }
 
 impl Listening {
-    /// Says goodbye to the remote workers, and removes the address file, or marks a rendezvous file
-    /// `finished` so that ranks that start late do not wait for a master that is gone.
-    pub fn finish(self) {
+    /// Says goodbye to the remote workers, and removes the address file. A rendezvous file is
+    /// marked `finished`, so that ranks that start late do not wait for a master that is gone,
+    /// when the returned mark is dropped: the worker ranks of a stopped launch wait for it before
+    /// they exit, and a launcher kills rank 0 as soon as one exits, so the caller drops it once
+    /// it has told the run's end.
+    pub fn finish(self) -> Option<FinishedMark> {
         self.server.finish(Duration::from_secs(5));
         match self.address_file {
-            Some(f) if self.rendezvous => {
-                if let Err(e) = write_atomically(&f, address_file_finished(launch_id().as_deref()).as_bytes(), true) {
-                    tracing::warn!("cannot mark the rendezvous file {} finished: {e}", f.display());
-                }
-            }
+            Some(file) if self.rendezvous => Some(FinishedMark(file)),
             Some(f) => {
                 let _ = std::fs::remove_file(f);
+                None
             }
-            None => {}
+            None => None,
+        }
+    }
+}
+
+/// Marks a rendezvous file `finished` when dropped (see [`Listening::finish`]).
+#[derive(Debug)]
+pub struct FinishedMark(std::path::PathBuf);
+
+impl Drop for FinishedMark {
+    fn drop(&mut self) {
+        let text = address_file_finished(launch_id().as_deref());
+        if let Err(e) = write_atomically(&self.0, text.as_bytes(), true) {
+            tracing::warn!("cannot mark the rendezvous file {} finished: {e}", self.0.display());
         }
     }
 }
@@ -91,14 +104,14 @@ pub fn serve(
             listen.address
         )));
     }
+    let listener = TcpListener::bind(&listen.address).map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
     if listen.rendezvous
         && let Some(file) = &listen.address_file
     {
         // Whatever an earlier run left there is not this run's address.
         let _ = std::fs::remove_file(file);
     }
-    let listener = TcpListener::bind(&listen.address).map_err(failed)?;
-    let bound = listener.local_addr().map_err(failed)?;
     raise_open_files_limit();
     let timeout = listen.worker_timeout;
     let config = NetConfig {
@@ -118,7 +131,15 @@ pub fn serve(
     let advertised = advertised(bound);
     // Said whatever the log level: with port 0 nothing else tells the user which port it is.
     let program = crate::cli::program_name();
-    crate::logging::say!("bts: listening for remote workers on {bound}: {program} worker --connect {advertised}");
+    let join = match &listen.address_file {
+        // A launch's token may be in its rendezvous file only.
+        Some(file) if listen.rendezvous => {
+            let token = if listen.token_in_address_file { "" } else { " --token-file (the launch's)" };
+            format!("--connect-file {}{token}", file.display())
+        }
+        _ => format!("--connect {advertised}"),
+    };
+    crate::logging::say!("bts: listening for remote workers on {bound}: {program} worker {join}");
     if let Some(file) = &listen.address_file {
         let token = listen.token_in_address_file.then_some(listen.token.as_slice());
         let launch = launch_id().filter(|_| listen.rendezvous);

@@ -166,7 +166,9 @@ pub enum RunError {
     Load(#[from] bts_checkpoints::LoadError),
 }
 
-/// A run that ended: how, and its totals.
+/// A run that ended: how, and its totals. The rendezvous file of a cluster launch says `finished`
+/// once this is dropped: the launch's other ranks wait for that, and a launcher stopping the launch
+/// kills this process as soon as one of them exits, so tell the run's end first.
 #[derive(Debug)]
 pub struct Finished {
     pub outcome: Outcome,
@@ -179,6 +181,8 @@ pub struct Finished {
     /// What the run did after its checkpoint's last save, if anything (a random-polling run stopped
     /// at once takes no new one): a resumed run does it again.
     pub unsaved: Option<Unsaved>,
+    /// Held for its drop, which marks a cluster launch's rendezvous file `finished`.
+    _rendezvous_end: Option<crate::remote::FinishedMark>,
 }
 
 /// What a run did after its checkpoint's last save.
@@ -342,9 +346,7 @@ impl Run {
         hooks.ended = Some(Instant::now());
         // Events go first: the links of workers that joined too late for the driver go with them.
         drop(events_rx);
-        if let Some(server) = server {
-            server.finish();
-        }
+        let rendezvous_end = server.and_then(crate::remote::Listening::finish);
         // After an abort or a failure, jobs are still out with the threads: they give them up (a
         // legacy program is killed), and are left to end on their own.
         if scheduler.in_flight() == 0 {
@@ -354,7 +356,7 @@ impl Run {
         } else {
             searcher.abandon();
         }
-        finished_or_broke(result, &scheduler, hooks, &*searcher)
+        finished_or_broke(result, &scheduler, hooks, &*searcher, rendezvous_end)
     }
 }
 
@@ -508,9 +510,7 @@ impl Run {
         let result = drive_polling(&mut coordinator, &events_rx, &routes, output, &drive_options, &mut hooks);
         hooks.ended = Some(Instant::now());
         drop(events_rx);
-        if let Some(server) = server {
-            server.finish();
-        }
+        let rendezvous_end = server.and_then(crate::remote::Listening::finish);
         drop(peer_server);
         // After an abort the threads are told to finish but not waited for.
         if coordinator.outcome().is_some() {
@@ -518,7 +518,7 @@ impl Run {
                 let _ = t.join();
             }
         }
-        finished_or_broke(result, &coordinator, hooks, &*searcher)
+        finished_or_broke(result, &coordinator, hooks, &*searcher, rendezvous_end)
     }
 }
 
@@ -571,9 +571,10 @@ fn finished_or_broke(
     run: &dyn RunView,
     hooks: Hooks<'_>,
     searcher: &dyn Searcher,
+    rendezvous_end: Option<crate::remote::FinishedMark>,
 ) -> Result<Finished, RunError> {
     match result {
-        Ok(outcome) => finished(outcome, run, hooks, searcher),
+        Ok(outcome) => Ok(Finished { _rendezvous_end: rendezvous_end, ..finished(outcome, run, hooks, searcher)? }),
         Err(error) => {
             // A stop for a failure: the summary says `failed`, not complete.
             let done = finished(Outcome::Stopped(StopReason::JobFailed), run, hooks, searcher)?;
@@ -616,7 +617,7 @@ fn finished(
         printed: if on_stdout { t.outputs.saturating_sub(outputs) } else { 0 },
     });
     let unsaved = unsaved.filter(|u| u.nodes > 0 || u.printed > 0);
-    Ok(Finished { outcome, summary, checkpoint, checkpoint_error, unsaved })
+    Ok(Finished { outcome, summary, checkpoint, checkpoint_error, unsaved, _rendezvous_end: None })
 }
 
 /// The driver's deadlines and timers, from the run's options.

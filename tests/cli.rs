@@ -204,7 +204,9 @@ fn bad_input_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
     let out = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 50] = [
+    let rendezvous = dir.path().join("launch");
+    let rendezvous = rendezvous.to_str().unwrap();
+    let cases: [(&[&str], &str); 52] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -263,6 +265,9 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["run", "--listen", "127.0.0.1:99999", "queens", "--n", "4"], "expected HOST:PORT"),
         (&["worker", "--connect", "nonsense"], "expected HOST:PORT"),
         (&["run", "--listen", "127.0.0.1:0", "--worker-timeout", "0.01", "queens", "--n", "4"], "too short"),
+        // Rank 0 of a launch refuses what its other ranks refuse: it would wait for them for good.
+        (&["run", "--rendezvous", rendezvous, "--workers", "0", "queens", "--n", "4"], "--workers 0 leaves the worker"),
+        (&["run", "--rendezvous", rendezvous, "--address-file", out, "queens", "--n", "4"], "is the run's address"),
     ];
     for (args, message) in cases {
         let o = bts(args);
@@ -380,7 +385,9 @@ fn output_file_is_truncated_not_appended() {
     assert_eq!(std::fs::read_to_string(Path::new(&out)).unwrap().lines().count(), 10);
 }
 
-/// A refused run leaves the output file as it was, whatever option is wrong.
+/// A refused run leaves the output file as it was, whatever option is wrong; also as rank 0 of a
+/// cluster launch, which says in its rendezvous file that it failed, but not in a file of another
+/// kind given as the rendezvous file by mistake (it once wrote over a checkpoint so).
 #[test]
 fn a_refused_run_leaves_every_file_untouched() {
     let dir = tempfile::tempdir().unwrap();
@@ -391,7 +398,7 @@ fn a_refused_run_leaves_every_file_untouched() {
     let (rendezvous, rendezvous_tmp) = (path("launch"), path(".launch.tmp"));
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let busy = busy.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 14] = [
         (&["--summary-json", &out], "given as both --output and --summary-json"),
         (&["--checkpoint", &out], "given as both --output and --checkpoint"),
         (&["--hist", &out], "given as both --output and --hist"),
@@ -406,21 +413,42 @@ fn a_refused_run_leaves_every_file_untouched() {
         ),
         (&["--checkpoint", &ck, "--hist", &lock], "is the lock file of --checkpoint, which bts writes over"),
         (&["--rendezvous", &rendezvous, "--hist", &rendezvous_tmp], "is the temporary file of --rendezvous"),
+        (&["--rendezvous", &ck, "--checkpoint", &ck], "given as both --checkpoint and --rendezvous"),
+        (&["--rendezvous", &out], "given as both --output and --rendezvous"),
+        (&["--rendezvous", &json, "--listen", &busy], "cannot listen"),
     ];
-    for (options, message) in cases {
-        for file in [&out, &ck, &json, &tmp, &lock] {
-            std::fs::write(file, "precious\n").unwrap();
-        }
-        let mut args = vec!["run", "--output", &out];
-        args.extend_from_slice(options);
-        args.extend_from_slice(&["queens", "--n", "6"]);
-        let o = bts(&args);
-        assert_eq!(o.status.code(), Some(2), "{options:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains(message), "{options:?}: expected '{message}' in {}", stderr(&o));
-        for file in [&out, &ck, &json, &tmp, &lock] {
-            assert_eq!(std::fs::read_to_string(file).unwrap(), "precious\n", "{options:?} changed {file}");
+    for launch in [None, Some("launch-1")] {
+        for (options, message) in cases {
+            for file in [&out, &ck, &json, &tmp, &lock] {
+                std::fs::write(file, "precious\n").unwrap();
+            }
+            let mut args = vec!["run", "--output", &out];
+            args.extend_from_slice(options);
+            args.extend_from_slice(&["queens", "--n", "6"]);
+            let mut command = bts_command();
+            if let Some(launch) = launch {
+                command.env("PMIX_RANK", "0").env("PMIX_NAMESPACE", launch);
+            }
+            let o = command.args(&args).output().unwrap();
+            assert_eq!(o.status.code(), Some(2), "{options:?}: {}", stderr(&o));
+            assert!(stderr(&o).contains(message), "{options:?}: expected '{message}' in {}", stderr(&o));
+            for file in [&out, &ck, &json, &tmp, &lock] {
+                assert_eq!(std::fs::read_to_string(file).unwrap(), "precious\n", "{options:?} changed {file}");
+            }
         }
     }
+    // Nor an input file.
+    let items = path("items.txt");
+    std::fs::write(&items, "10\n6 5\n5 4\n").unwrap();
+    let o = bts_command()
+        .env("PMIX_RANK", "0")
+        .env("PMIX_NAMESPACE", "launch-2")
+        .args(["run", "--rendezvous", &items, "knapsack", "--file", &items])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--rendezvous would overwrite it"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&items).unwrap(), "10\n6 5\n5 4\n");
 }
 
 /// A run refused for its mode (random polling cannot split a legacy program's search) creates no

@@ -552,25 +552,32 @@ fn spawn_rank(args: &[&str], env: &[(&str, &str)]) -> Child {
 }
 
 /// A second launch given a running launch's rendezvous file is refused, and leaves the file to
-/// the running launch: its workers still find their master.
+/// the running launch: its workers still find their master. Also when it is refused for the
+/// checkpoint first (the same job submitted twice): it once wrote its failure over the file.
 #[test]
 fn a_second_launch_on_a_running_launchs_rendezvous_file_leaves_it_alone() {
     let dir = tempfile::tempdir().unwrap();
     let rendezvous = dir.path().join("rendezvous");
     let r = rendezvous.to_str().unwrap();
-    let first = ["run", "--rendezvous", r, "--progress", "never", "--time-limit", "3", "uts", "--preset", "T1XL"];
+    let ck = dir.path().join("run.ckpt");
+    let ck = ck.to_str().unwrap();
+    let stop = dir.path().join("stop");
+    let first = ["run", "--rendezvous", r, "--checkpoint", ck, "--progress", "never", "--stop-file"];
+    let first: Vec<&str> = first.into_iter().chain([stop.to_str().unwrap(), "--time-limit", "60"]).collect();
+    let first: Vec<&str> = first.into_iter().chain(["uts", "--preset", "T1XL"]).collect();
     let master = spawn_rank(&first, &[("PMIX_RANK", "0"), ("PMIX_NAMESPACE", "first")]);
     let announced = || std::fs::read_to_string(&rendezvous).is_ok_and(|t| t.contains(':'));
     wait_until(Duration::from_secs(20), announced, || "the master did not announce itself".into());
     let announced = std::fs::read_to_string(&rendezvous).unwrap();
-    let second = spawn_rank(
-        &["run", "--rendezvous", r, "queens", "--n", "4"],
-        &[("PMIX_RANK", "0"), ("PMIX_NAMESPACE", "second")],
-    );
-    let (code, log) = worker_output(second);
-    assert_eq!(code, Some(2), "{log}");
-    assert!(log.contains("is in use by another bts"), "{log}");
-    assert_eq!(std::fs::read_to_string(&rendezvous).unwrap(), announced);
+    let again: Vec<&str> = first.iter().copied().map(|a| if a == "T1XL" { "T1" } else { a }).collect();
+    for second in [&["run", "--rendezvous", r, "queens", "--n", "4"][..], &again] {
+        let second = spawn_rank(second, &[("PMIX_RANK", "0"), ("PMIX_NAMESPACE", "second")]);
+        let (code, log) = worker_output(second);
+        assert_eq!(code, Some(2), "{log}");
+        assert!(log.contains("is in use by another bts"), "{log}");
+        assert_eq!(std::fs::read_to_string(&rendezvous).unwrap(), announced);
+    }
+    std::fs::write(&stop, "").unwrap();
     let (code, log) = worker_output(master);
     assert_eq!(code, Some(3), "{log}");
 }
@@ -590,8 +597,12 @@ fn cluster_ranks_meet_through_the_rendezvous_file() {
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     assert_t1(&s);
     assert_eq!(s["workers"], 3);
-    // The file says the run is over: a rank that starts now leaves at once.
+    // The file says the run is over: a rank that starts now leaves at once. It says so once the
+    // summary is written: a launcher that kills rank 0 as soon as a worker rank exits (mpirun
+    // after Ctrl-C) once lost it so.
     assert!(std::fs::read_to_string(&rendezvous).unwrap().starts_with("finished\n"));
+    let modified = |f: &Path| std::fs::metadata(f).unwrap().modified().unwrap();
+    assert!(modified(&rendezvous) >= modified(&summary), "marked finished before the summary was written");
     let late = bts_command().args(&args).env("PMI_RANK", "5").output().unwrap();
     assert_eq!(late.status.code(), Some(0), "{}", String::from_utf8_lossy(&late.stderr));
 }
@@ -656,25 +667,42 @@ fn polling_ranks_of_a_cluster_launch_steal_from_each_other() {
 
 #[test]
 fn a_rank_does_not_take_the_end_of_the_launch_before_for_its_own() {
-    // A fast run of the launch just before left its rendezvous file saying `finished` a moment ago;
+    // A fast run of the launch just before left its rendezvous file saying `finished` a moment ago
+    // (or a run outside any launcher did, naming no launch; or the file holds what no bts wrote);
     // a worker rank of the next launch that reads it before its master replaces it must not leave.
+    for leftover in ["finished\nlaunch 1111\n", "finished\n", "vm:1234\nsomething else\n"] {
+        let dir = tempfile::tempdir().unwrap();
+        let rendezvous = dir.path().join("rendezvous");
+        let summary = dir.path().join("summary.json");
+        std::fs::write(&rendezvous, leftover).unwrap();
+        let args = ["run", "--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary.to_str().unwrap()];
+        let args: Vec<&str> = args.into_iter().chain(["uts", "--preset", "T1", "-g", "3"]).collect();
+        let rank = |r: u32| spawn_rank(&args, &[("PMIX_RANK", &r.to_string()), ("PMIX_NAMESPACE", "2222")]);
+        let worker = rank(1);
+        std::thread::sleep(Duration::from_millis(500));
+        let (code, log) = worker_output(rank(0));
+        assert_eq!(code, Some(0), "{leftover:?}: {log}");
+        let (code, log) = worker_output(worker);
+        assert_eq!(code, Some(0), "{leftover:?}: {log}");
+        let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        assert_t1(&s);
+        assert_eq!(s["workers"], 2, "{leftover:?}: the worker rank did not join");
+        assert_eq!(std::fs::read_to_string(&rendezvous).unwrap(), "finished\nlaunch 2222\n");
+    }
+}
+
+/// A worker rank given a rendezvous file in a folder that does not exist stops at once: rank 0
+/// cannot write there either, not even to say that it failed.
+#[test]
+fn a_rank_stops_at_once_when_the_rendezvous_folder_is_missing() {
     let dir = tempfile::tempdir().unwrap();
-    let rendezvous = dir.path().join("rendezvous");
-    let summary = dir.path().join("summary.json");
-    std::fs::write(&rendezvous, "finished\nlaunch 1111\n").unwrap();
-    let args = ["run", "--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary.to_str().unwrap()];
-    let args: Vec<&str> = args.into_iter().chain(["uts", "--preset", "T1", "-g", "3"]).collect();
-    let rank = |r: u32| spawn_rank(&args, &[("PMIX_RANK", &r.to_string()), ("PMIX_NAMESPACE", "2222")]);
-    let worker = rank(1);
-    std::thread::sleep(Duration::from_millis(500));
-    let (code, log) = worker_output(rank(0));
-    assert_eq!(code, Some(0), "{log}");
-    let (code, log) = worker_output(worker);
-    assert_eq!(code, Some(0), "{log}");
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
-    assert_t1(&s);
-    assert_eq!(s["workers"], 2, "the worker rank joined");
-    assert_eq!(std::fs::read_to_string(&rendezvous).unwrap(), "finished\nlaunch 2222\n");
+    let rendezvous = dir.path().join("nowhere").join("rendezvous");
+    let args = ["run", "--rendezvous", rendezvous.to_str().unwrap(), "queens", "--n", "4"];
+    let started = Instant::now();
+    let (code, log) = worker_output(spawn_rank(&args, &[("PMIX_RANK", "1"), ("PMIX_NAMESPACE", "3333")]));
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("no folder") && log.contains("nowhere"), "{log}");
+    assert!(started.elapsed() < Duration::from_secs(10), "it waited {:?}", started.elapsed());
 }
 
 /// Whether `mpirun` is here; if not, the caller skips, unless CI requires it.

@@ -97,20 +97,13 @@ fn address_lock(options: &RunOptions) -> Result<Option<RunLock>, CliError> {
     let Some(file) = options.listen.as_ref().and_then(|l| l.address_file.as_deref()) else { return Ok(None) };
     match RunLock::try_take(&absolute(file), "address file") {
         Ok(lock) => Ok(Some(lock)),
-        Err(files::Refused::Held(e)) => {
-            // The file is the other run's: this one must not announce its failure there.
-            ANOTHER_RUNS_ADDRESS.store(true, std::sync::atomic::Ordering::SeqCst);
-            Err(e)
-        }
+        Err(files::Refused::Held(e)) => Err(e),
         Err(files::Refused::Failed(e)) => {
             tracing::warn!("{}; going on without", e.message);
             Ok(None)
         }
     }
 }
-
-/// The run's address file is another run's (see [`address_lock`]).
-static ANOTHER_RUNS_ADDRESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// `bts resume <CHECKPOINT> [RUN-OPTIONS]`
 pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
@@ -282,10 +275,24 @@ fn cluster_rank() -> u64 {
 fn failure_announced(args: &RunArgs, result: Result<Exit, CliError>) -> Result<Exit, CliError> {
     if let (Err(e), Some(file), Some(launch)) = (&result, &args.remote.rendezvous, launch_id())
         && !crate::remote::announced()
-        && !ANOTHER_RUNS_ADDRESS.load(std::sync::atomic::Ordering::SeqCst)
-        && let Err(w) = write_atomically(file, address_file_failed(&launch, &e.message).as_bytes(), false)
     {
-        tracing::warn!("cannot tell the other ranks through {}: {w}", file.display());
+        // Not into a file of another kind given as the rendezvous file by mistake, nor into
+        // another run's rendezvous file (whose lock it holds).
+        if !bts_worker::remote::may_replace_address_file(file) {
+            tracing::warn!(
+                "cannot tell the other ranks: {} is not a rendezvous file, and is left as it was",
+                file.display()
+            );
+            return result;
+        }
+        let lock = match RunLock::try_take(&absolute(file), "address file") {
+            Err(files::Refused::Held(_)) => return result,
+            lock => lock.ok(),
+        };
+        if let Err(w) = write_atomically(file, address_file_failed(&launch, &e.message).as_bytes(), false) {
+            tracing::warn!("cannot tell the other ranks through {}: {w}", file.display());
+        }
+        drop(lock);
     }
     result
 }
@@ -297,13 +304,31 @@ fn worker_rank(registry: &Registry, args: &RunArgs) -> Option<Result<Exit, CliEr
     (rank > 0).then(|| rendezvous_worker(registry, args, file, rank))
 }
 
+/// The token of a cluster launch, which every rank reads as it starts: no rank makes it.
+fn launch_token(path: &Path) -> Result<Vec<u8>, CliError> {
+    if !path.exists() {
+        return Err(CliError::usage(format!(
+            "the token file {} does not exist: every rank of a launch reads it as it starts, so make it \
+             before, with (umask 077; openssl rand -hex 32 > F), or leave --token-file out (rank 0 then \
+             writes a token into the rendezvous file)",
+            path.display()
+        )));
+    }
+    read_token(path)
+}
+
+/// Refused by every rank of a launch alike, so that none waits for the others.
+const NO_WORKERS_IN_A_LAUNCH: &str = "--workers 0 leaves the worker ranks of a cluster launch nothing to do";
+
 /// A rank other than 0 of a cluster launch: work for the master that rank 0 announces in `file`.
 fn rendezvous_worker(registry: &Registry, args: &RunArgs, file: &Path, rank: u64) -> Result<Exit, CliError> {
-    let token = args.remote.token_file.as_deref().map(read_token).transpose()?.unwrap_or_default();
+    // Rank 0 cannot write there either, and so cannot say that it failed.
+    if let Some(folder) = file.parent().filter(|f| !f.as_os_str().is_empty() && !f.is_dir()) {
+        return Err(CliError::usage(format!("--rendezvous {}: no folder {}", file.display(), folder.display())));
+    }
+    let token = args.remote.token_file.as_deref().map(launch_token).transpose()?.unwrap_or_default();
     let threads = match args.workers.workers {
-        Some(0) => {
-            return Err(CliError::usage("--workers 0 leaves the worker ranks of a cluster launch nothing to do"));
-        }
+        Some(0) => return Err(CliError::usage(NO_WORKERS_IN_A_LAUNCH)),
         Some(n) => n as u32,
         None => 1,
     };
@@ -317,7 +342,15 @@ fn rendezvous_worker(registry: &Registry, args: &RunArgs, file: &Path, rank: u64
 fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
     let r = &args.remote;
     let mut listen = if let Some(file) = &r.rendezvous {
-        let token = r.token_file.as_deref().map(read_token).transpose()?;
+        if r.address_file.is_some() {
+            return Err(CliError::usage(
+                "--rendezvous F is the run's address file: leave --address-file out (workers outside the launch take --connect-file F)",
+            ));
+        }
+        if args.workers.workers == Some(0) {
+            return Err(CliError::usage(NO_WORKERS_IN_A_LAUNCH));
+        }
+        let token = r.token_file.as_deref().map(launch_token).transpose()?;
         let generated = token.is_none();
         let mut listen = ListenOptions::new(r.listen.as_deref().unwrap_or("0.0.0.0:0"));
         listen.token = token.unwrap_or_else(|| bts_protocol::auth::nonce().to_vec());

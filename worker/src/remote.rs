@@ -484,6 +484,8 @@ enum AddressFile {
     Failed(Option<String>, String),
     /// Where the master listens, its token if the file gives one, and its launch.
     Address(String, Option<Vec<u8>>, Option<String>),
+    /// Not an address file, for this reason (a rendezvous file's leftovers, or another file).
+    Unknown(String),
 }
 
 fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
@@ -503,7 +505,8 @@ fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
         } else if let Some(r) = line.strip_prefix("reason ").filter(|_| address == FAILED) {
             reason = Some(r.to_string());
         } else {
-            return Err(format!("{}: '{line}' is neither 'token <hex>' nor 'launch <id>'", path.display()));
+            let why = format!("{}: '{line}' is neither 'token <hex>' nor 'launch <id>'", path.display());
+            return Ok(AddressFile::Unknown(why));
         }
     }
     if address == FAILED {
@@ -514,6 +517,21 @@ fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
         return Ok(AddressFile::Finished(written, launch));
     }
     Ok(AddressFile::Address(address.to_string(), token, launch))
+}
+
+/// Whether the file at `path` may be replaced by a rendezvous file's text: it is missing, empty, or
+/// an address file (of this run or one before), not another file given as the rendezvous file by
+/// mistake (a checkpoint, an input, an output), which would be lost.
+pub fn may_replace_address_file(path: &std::path::Path) -> bool {
+    let is_address =
+        |a: &str| a.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    match read_address_file(path) {
+        Ok(AddressFile::Missing | AddressFile::Finished(..) | AddressFile::Failed(..)) => true,
+        Ok(AddressFile::Address(address, ..)) => is_address(&address),
+        Ok(AddressFile::Unknown(_)) => false,
+        // Not text (a checkpoint), or unreadable: left alone.
+        Err(_) => !path.exists(),
+    }
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
@@ -639,7 +657,9 @@ async fn connect(
     // Whether a rendezvous file written by `launch` at `written` is this launch's.
     let this_launch = |launch: &Option<String>, written| match (&ours, launch) {
         (Some(ours), Some(theirs)) => ours == theirs,
-        _ => written + LAUNCH_SKEW >= started,
+        // Rank 0 of a launch that has a name writes it.
+        (Some(_), None) => false,
+        (None, _) => written + LAUNCH_SKEW >= started,
     };
     loop {
         let file = match &options.master {
@@ -660,6 +680,8 @@ async fn connect(
             AddressFile::Failed(Some(launch), why) if rendezvous && ours.as_ref() == Some(&launch) => {
                 return Err(RemoteError::Unreachable(format!("rank 0 (the master) could not start the run: {why}")));
             }
+            // A rendezvous file is rank 0's to replace; any other file is the user's to mend.
+            AddressFile::Unknown(why) if !rendezvous => return Err(RemoteError::Refused(why)),
             file => {
                 let (path, retry) = (file_path(&options.master), seconds(options.retry_for));
                 let (awaited, lacked) = match file {
@@ -667,9 +689,13 @@ async fn connect(
                     AddressFile::Missing => ("to appear", "did not appear"),
                     _ => ("to name a master of this run", "named no master of this run"),
                 };
+                let leftover = match &file {
+                    AddressFile::Unknown(why) => format!(" (it holds what an earlier launch left: {why})"),
+                    _ => String::new(),
+                };
                 let path = path.display();
                 if Instant::now() >= deadline {
-                    let why = format!("the master's address file {path} {lacked} within {retry} s");
+                    let why = format!("the master's address file {path} {lacked} within {retry} s{leftover}");
                     return Err(RemoteError::Unreachable(why));
                 }
                 if say_waiting.is_some_and(|at| Instant::now() >= at) {
