@@ -1091,6 +1091,18 @@ fn a_worker_waiting_for_its_master_stops_at_once_on_a_signal() {
     assert!(asked.elapsed() < Duration::from_secs(10), "{log}");
     assert!(log.contains("SIGHUP: leaving"), "{log}");
     assert!(log.contains("stopped before joining a run"), "{log}");
+    // Also while it waits for its token file, which it says after a while (it once died of the
+    // signal, silent, exit 143).
+    let dir = tempfile::tempdir().unwrap();
+    let (address, token) = (dir.path().join("addr"), dir.path().join("token"));
+    let files = ["--connect-file", address.to_str().unwrap(), "--token-file", token.to_str().unwrap()];
+    let waiting = worker(&[&files[..], &["--retry", "60"]].concat());
+    std::thread::sleep(Duration::from_millis(2500));
+    signal(&waiting, "-TERM");
+    let (code, log) = worker_output(waiting);
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("waiting for the token file"), "{log}");
+    assert!(log.contains("stopped before joining a run"), "{log}");
 }
 
 /// Ctrl-Z, a debugger or a batch system's suspend stops a worker for a while; when it goes on, so

@@ -335,7 +335,9 @@ fn rendezvous_worker(registry: &Registry, args: &RunArgs, file: &Path, rank: u64
     tracing::info!(rank, "working for the master of {}", file.display());
     let master = MasterAddress::Rendezvous(file.to_path_buf());
     let retry_for = Duration::from_secs(300);
-    super::worker::work(registry, RemoteOptions { master, token, threads, retry_for, stop: Default::default() })
+    let stop = bts_worker::remote::CancellationToken::default();
+    crate::signals::leave_on_signal(stop.clone());
+    super::worker::work(registry, RemoteOptions { master, token, threads, retry_for, stop })
 }
 
 /// The remote-worker options of a run, checked.

@@ -14,30 +14,51 @@ pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
         (None, Some(file)) => MasterAddress::File(file),
         (None, None) => return Err(CliError::usage("give --connect HOST:PORT or --connect-file F")),
     };
+    let stop = bts_worker::remote::CancellationToken::default();
+    crate::signals::leave_on_signal(stop.clone());
     let token = match &args.token_file {
         Some(path) => {
-            // Started with its master, which makes the token before it writes the address file:
-            // the worker waits for that file anyway, and for the token while it waits.
-            if let MasterAddress::File(address) = &master {
-                let deadline = Instant::now() + args.retry;
-                while !path.exists() && !address.exists() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
+            // Started with its master, which makes the token as it starts: the worker waits for
+            // it as for the address file.
+            if matches!(master, MasterAddress::File(_)) && !wait_for_file(path, args.retry, &stop) {
+                crate::logging::say!("bts: stopped before joining a run");
+                return Ok(Exit::Complete);
             }
             read_token(path)?
         }
         None => Vec::new(),
     };
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
-    work(registry, RemoteOptions { master, token, threads, retry_for: args.retry, stop: Default::default() })
+    work(registry, RemoteOptions { master, token, threads, retry_for: args.retry, stop })
+}
+
+/// Waits up to `at_most` for `path` to exist, saying so after a while; false if told to stop.
+fn wait_for_file(path: &Path, at_most: Duration, stop: &bts_worker::remote::CancellationToken) -> bool {
+    let started = Instant::now();
+    let mut said = false;
+    while !path.exists() && started.elapsed() < at_most {
+        if stop.is_cancelled() {
+            return false;
+        }
+        if !said && started.elapsed() >= Duration::from_secs(2) {
+            said = true;
+            tracing::warn!(
+                "waiting for the token file {} to appear (for {} s at most)",
+                path.display(),
+                seconds(at_most)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    !stop.is_cancelled()
 }
 
 /// Works for a master until its run ends: exit 0; refused (wrong token or version, a tree this bts
 /// does not have): exit 2; the master unreachable or lost: exit 1. Told to stop by a signal, it
 /// leaves the run handing its work back: exit 0 too, as it did nothing wrong (launchers such as
 /// mpirun and srun take any other status for a failure of the whole job).
+/// The caller has the signals cancel `options.stop` ([`crate::signals::leave_on_signal`]).
 pub fn work(registry: &Registry, mut options: RemoteOptions) -> Result<Exit, CliError> {
-    crate::signals::leave_on_signal(options.stop.clone());
     let build = |spec: &bts_protocol::TreeSpec| registry.build(spec).map_err(|e| e.to_string());
     // A worker that loses its master while the master lives on (a network cut, a suspended
     // machine: the master drops a worker silent for --worker-timeout), or comes back (resumed on
