@@ -512,8 +512,8 @@ fn finish_all(routes: &PollingRoutes<'_>, processes: &BTreeMap<u64, Process>) {
     }
 }
 
-/// How often a distributed run looks for its end.
-const WAVE_EVERY: Duration = Duration::from_millis(20);
+/// How often a distributed run looks for its end (and for lost work messages).
+pub const WAVE_EVERY: Duration = Duration::from_millis(20);
 
 /// Writes what the coordinator has committed to the output; `written` counts the output's bytes.
 fn flush(coordinator: &mut Coordinator, output: &mut dyn Output, written: &mut u64) -> io::Result<()> {
@@ -617,6 +617,7 @@ pub fn drive_polling(
         if let (Some(at), Some(local_counts)) = (next_wave, routes.local_counts)
             && now >= at
         {
+            coordinator.look_for_lost_work();
             if let Some(wave) = coordinator.start_wave() {
                 for p in processes.values() {
                     p.link.send(MasterFrame::Probe { wave });

@@ -30,6 +30,13 @@
 //! that reports `Finished` before the coordinator told it to finish is lost the same way: in a
 //! distributed run only the coordinator decides the end, so such a worker dropped its stack.
 //!
+//! # Losing a work message
+//! A work message between two live processes can be lost too: the victim's connection to the
+//! thief breaks (a reset, a peer port flooded with strangers) after the victim counted it as sent.
+//! Nothing can tell it from one that is late but for time: when every worker is idle or paused,
+//! more work messages were sent than received, and no count moves for a long while (longer than a
+//! message can take), the coordinator rolls the run back as for a lost process.
+//!
 //! # A process that asks to leave
 //! A process asked to stop (a signal to `bts worker`) leaves without a rollback: the coordinator
 //! pauses every worker as for a checkpoint, deals the leaving workers' stacks to the others and
@@ -144,6 +151,18 @@ struct Waves {
     /// The counts of the wave under way.
     current: Option<BTreeMap<u32, Counts>>,
     previous: Option<BTreeMap<u32, Counts>>,
+    /// The last wave found every worker idle but work messages sent and not received: these
+    /// counts (sent, received).
+    unreceived: Option<(u64, u64)>,
+}
+
+/// Work messages sent and not received while nothing else happens (see "Losing a work message").
+#[derive(Debug)]
+struct Stall {
+    /// What is waited for: the epoch, the pause number, and the work messages sent and received.
+    waiting: (u32, u64, u64, u64),
+    /// Looks at it that found it unchanged.
+    looks: u64,
 }
 
 #[derive(Debug)]
@@ -175,6 +194,10 @@ pub struct Coordinator {
     pauses: u64,
     reset: Option<Reset>,
     start: Option<StartPlan>,
+    /// Work messages are taken for lost after this many looks at an unchanged stall (`None`:
+    /// workers in one process, where no message can be lost).
+    lost_work_after: Option<u64>,
+    stall: Option<Stall>,
 }
 
 impl Coordinator {
@@ -201,6 +224,8 @@ impl Coordinator {
             pauses: 0,
             reset: None,
             start: None,
+            lost_work_after: None,
+            stall: None,
         }
     }
 
@@ -214,6 +239,14 @@ impl Coordinator {
         if nothing_left && self.slots.is_empty() {
             self.check_finished();
         }
+        self
+    }
+
+    /// Work messages sent and not received are taken for lost after `looks` calls of
+    /// [`look_for_lost_work`](Self::look_for_lost_work) that find every worker idle or paused and
+    /// no count moving: the caller makes that longer than a message can take.
+    pub fn lost_work_after(mut self, looks: u64) -> Self {
+        self.lost_work_after = Some(looks.max(1));
         self
     }
 
@@ -344,7 +377,13 @@ impl Coordinator {
             self.check_finished();
             return;
         }
+        self.roll_back("a process was lost");
+    }
+
+    /// Every worker goes back to the last snapshot, in a new epoch (see "Losing a process").
+    fn roll_back(&mut self, what: &str) {
         self.epoch += 1;
+        self.stall = None;
         // A checkpoint or a leave under way is asked again after the rollback (see `reset_complete`).
         let pause_after = match self.pause.take() {
             Some(PauseFor::Checkpoint | PauseFor::Leave) | None => {
@@ -371,11 +410,11 @@ impl Coordinator {
             // The totals go back to the snapshot only when a rollback completes: counted once.
             true => tracing::warn!(
                 epoch = self.epoch,
-                "a process was lost during a rollback: the rollback starts again (no more nodes are visited again)"
+                "{what} during a rollback: the rollback starts again (no more nodes are visited again)"
             ),
             false => tracing::warn!(
                 epoch = self.epoch,
-                "a process was lost: back to the last snapshot (the {redo} nodes visited since are visited again)"
+                "{what}: back to the last snapshot (the {redo} nodes visited since are visited again)"
             ),
         }
         self.reset = Some(Reset { waiting, pause_after });
@@ -726,6 +765,52 @@ impl Coordinator {
         self.check_finished();
     }
 
+    /// Called at a steady pace: rolls the run back when work messages sent have not been received
+    /// for [`lost_work_after`](Self::lost_work_after) calls while every worker is idle or paused
+    /// and nothing moves (see "Losing a work message").
+    pub fn look_for_lost_work(&mut self) {
+        let Some(limit) = self.lost_work_after else { return };
+        let waiting = self.unreceived_work().map(|(sent, received)| (self.epoch, self.pauses, sent, received));
+        match (&mut self.stall, waiting) {
+            (Some(stall), Some(waiting)) if stall.waiting == waiting => stall.looks += 1,
+            (_, waiting) => self.stall = waiting.map(|waiting| Stall { waiting, looks: 0 }),
+        }
+        if let Some(stall) = self.stall.as_ref().filter(|s| s.looks >= limit) {
+            let (_, _, sent, received) = stall.waiting;
+            let what = format!(
+                "{} of {sent} work messages between workers never arrived (a connection between two processes broke)",
+                sent.saturating_sub(received)
+            );
+            self.roll_back(&what);
+        }
+    }
+
+    /// Work messages sent and received, when fewer were received and no worker is working: in a
+    /// pause, or as the last termination wave found them.
+    fn unreceived_work(&self) -> Option<(u64, u64)> {
+        if self.reset.is_some() || self.ending.is_some() || self.outcome.is_some() {
+            return None;
+        }
+        if self.pause.is_none() {
+            return self.waves.as_ref()?.unreceived;
+        }
+        if self.snapshot.is_some() {
+            return None;
+        }
+        let (mut sent, mut received) = (0, 0);
+        for slot in &self.slots {
+            match &slot.state {
+                State::Running => return None,
+                State::Paused { sent: s, received: r, .. } => {
+                    sent += s;
+                    received += r + slot.late_messages;
+                }
+                State::Finished | State::Gone | State::Left => {}
+            }
+        }
+        (sent != received).then_some((sent, received))
+    }
+
     /// Starts a termination wave, when one is due: not during a pause, a rollback or the end, and
     /// not while the previous wave is still collecting. Returns its number.
     pub fn start_wave(&mut self) -> Option<u64> {
@@ -761,9 +846,11 @@ impl Coordinator {
             waves.current.take().expect("checked").into_iter().filter(|(w, _)| live.contains(w)).collect();
         // Counts taken before a worker acted on the coordinator's last order may miss work it got.
         let obeyed = current.iter().all(|(&w, c)| c.orders == self.slots[w as usize].orders);
-        let quiet = obeyed
-            && current.values().all(|c| c.idle)
-            && current.values().map(|c| c.sent).sum::<u64>() == current.values().map(|c| c.received).sum::<u64>();
+        let idle = obeyed && current.values().all(|c| c.idle);
+        let sent = current.values().map(|c| c.sent).sum::<u64>();
+        let received = current.values().map(|c| c.received).sum::<u64>();
+        let quiet = idle && sent == received;
+        waves.unreceived = (idle && sent != received).then_some((sent, received));
         let done = quiet && waves.previous.as_ref() == Some(&current);
         waves.previous = quiet.then_some(current);
         if done {
@@ -782,6 +869,7 @@ impl Coordinator {
         if let Some(waves) = &mut self.waves {
             waves.current = None;
             waves.previous = None;
+            waves.unreceived = None;
         }
     }
 

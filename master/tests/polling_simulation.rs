@@ -968,6 +968,11 @@ struct Params {
     probe_spread: u64,
     /// How often a worker thread is not scheduled for a long while (up to a few waves).
     stall: f64,
+    /// How often a work message between two live processes is lost (their connection breaks), at
+    /// most `max_lost_messages` times (a rollback goes back to the last snapshot, the start of
+    /// the run without checkpoints: losing many would have it start again and again).
+    lose_work: f64,
+    max_lost_messages: u64,
 }
 
 /// What a test exercises.
@@ -981,6 +986,8 @@ enum Scenario {
     Losses,
     /// Processes asked to leave (with or without checkpoints, stops and crashes), none lost.
     Leaves,
+    /// Work messages between live processes lost (with or without checkpoints, stops and crashes).
+    LostMessages,
 }
 
 impl Params {
@@ -992,7 +999,7 @@ impl Params {
         let checkpoints = match scenario {
             Scenario::Quiet => false,
             Scenario::Checkpoints => true,
-            Scenario::Losses | Scenario::Leaves => r.chance(0.5),
+            Scenario::Losses | Scenario::Leaves | Scenario::LostMessages => r.chance(0.5),
         };
         let losses = scenario == Scenario::Losses;
         let node_limit = (scenario != Scenario::Quiet && r.chance(0.2)).then(|| r.range(1, 2000));
@@ -1027,6 +1034,8 @@ impl Params {
             leave_every: r.range(300, 4000) * US,
             probe_spread: r.range(0, 40) * US,
             stall: [0.0, 0.002, 0.02, 0.1][r.below(4) as usize],
+            lose_work: if scenario == Scenario::LostMessages { [0.02, 0.1, 0.3][r.below(3) as usize] } else { 0.0 },
+            max_lost_messages: r.range(1, 3),
         }
     }
 }
@@ -1175,6 +1184,8 @@ struct Stats {
     kept_work: u64,
     late_work: u64,
     lost_work: u64,
+    /// Work messages lost between live processes.
+    lost_messages: u64,
     /// Processes that asked to leave and left.
     left: u64,
     /// Masters resumed from a snapshot (a stop or a crash).
@@ -1192,11 +1203,15 @@ impl Stats {
         self.kept_work += o.kept_work;
         self.late_work += o.late_work;
         self.lost_work += o.lost_work;
+        self.lost_messages += o.lost_messages;
         self.left += o.left;
         self.resumed += o.resumed;
     }
 }
 
+/// Waves that find work messages sent and not received, and nothing moving, before the coordinator
+/// takes them for lost: far longer than any message takes here (as the driver's is).
+const LOST_WORK_AFTER: u64 = 200;
 /// Sim time after which a run counts as hung.
 const HORIZON: u64 = 20_000 * MS;
 /// A process joins this long after the master starts at the soonest (a connection and a
@@ -1344,6 +1359,7 @@ impl<'w, 't> Sim<'w, 't> {
                 Ev::Step { process, worker, generation } => self.step(process, worker, generation),
                 Ev::Answer { process, wave, arrived } => self.answer(process, wave, arrived),
                 Ev::Wave => {
+                    self.coord.look_for_lost_work();
                     if let Some(wave) = self.coord.start_wave() {
                         self.stats.waves += 1;
                         let now = self.now;
@@ -1936,6 +1952,15 @@ impl<'w, 't> Sim<'w, 't> {
         let route =
             self.processes[p].route_to(to).filter(|(e, _)| self.processes[e.process].alive || self.rng.chance(0.5));
         match (route, message) {
+            (Some((entry, _)), PeerMsg::Work { nodes, .. })
+                if self.processes[entry.process].alive
+                    && self.stats.lost_messages < self.world.params.max_lost_messages
+                    && self.rng.chance(self.world.params.lose_work) =>
+            {
+                self.stats.lost_messages += 1;
+                let n = nodes.len();
+                self.world.note(now, || format!("a connection breaks: work of {n} nodes for {to} is lost"));
+            }
             (Some((entry, introduced)), message) => {
                 let q = entry.process;
                 if introduced && matches!(message, PeerMsg::Work { .. }) {
@@ -2107,7 +2132,9 @@ fn simulate(params: Params) -> Stats {
         (_, false) => (None, (0..local).map(|_| Start::Plain(root.clone())).collect()),
     };
     let jobs = vec![Pending { depth: 0, node: root.node.clone() }];
-    let mut coord = Coordinator::new(local, Totals::default(), params.node_limit, jobs.clone()).distributed(plan);
+    let mut coord = Coordinator::new(local, Totals::default(), params.node_limit, jobs.clone())
+        .distributed(plan)
+        .lost_work_after(LOST_WORK_AFTER);
     let mut last = Saved { totals: Totals::default(), jobs, committed: world.committed.clone() };
     let mut total = Stats::default();
     for master in 0u64.. {
@@ -2129,7 +2156,9 @@ fn simulate(params: Params) -> Stats {
             .map(|me| Start::Nodes(nodes.iter().skip(me).step_by(local as usize).cloned().collect()))
             .collect();
         let plan = (local == 0).then_some(StartPlan::Nodes(nodes));
-        coord = Coordinator::new(local, saved.totals.clone(), None, saved.jobs.clone()).distributed(plan);
+        coord = Coordinator::new(local, saved.totals.clone(), None, saved.jobs.clone())
+            .distributed(plan)
+            .lost_work_after(LOST_WORK_AFTER);
         last = saved;
     }
     // The run is complete (and its last master checked its totals against the tree).
@@ -2184,6 +2213,17 @@ fn checkpoints_hold_every_node_not_counted() {
 #[test]
 fn lost_processes_are_rolled_back() {
     run_seeds("losses", 1500, |seed| Params::new(seed, Scenario::Losses));
+}
+
+/// A work message lost between two live processes (their connection broke) once hung the run for
+/// good: the coordinator takes a stall that lasts for lost, and rolls back.
+#[test]
+fn lost_work_messages_are_rolled_back() {
+    let (stats, all) = run_seeds("lost messages", 800, |seed| Params::new(seed, Scenario::LostMessages));
+    if all {
+        assert!(stats.lost_messages > 100, "work messages are lost in many runs ({})", stats.lost_messages);
+        assert!(stats.rollbacks > 0, "lost messages are rolled back");
+    }
 }
 
 /// Processes told to stop leave without a rollback: their nodes go to the others, and no work

@@ -34,6 +34,12 @@ use tokio_util::codec::FramedRead;
 /// How long a peer has to complete the handshake.
 const HANDSHAKE: Duration = Duration::from_secs(10);
 
+/// The longest a message can take to reach a worker of a live process, given the time a peer has
+/// to take a write: a work message not there by then was lost with a broken connection.
+pub fn longest_delivery(write_timeout: Duration) -> Duration {
+    HANDSHAKE + write_timeout
+}
+
 /// The workers of this process and where the others are.
 pub struct Router {
     token: Vec<u8>,
@@ -232,10 +238,9 @@ impl Dialled {
     /// Dials, then sends the messages as they come, whatever is waiting in one write, until the
     /// router drops the connection or it fails; after a failure, whatever is left is undelivered.
     async fn run(self, mut rx: UnboundedReceiver<(u32, PeerMsg)>) {
-        let dialled = match tokio::time::timeout(HANDSHAKE, dial(&self.address, &self.token, self.me.clone())).await {
-            Ok(dialled) => dialled,
-            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "the handshake took too long")),
-        };
+        let dialled = tokio::time::timeout(HANDSHAKE, self.dial()).await;
+        let dialled =
+            dialled.unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "the handshake took too long")));
         let failure = match dialled {
             Ok(stream) => self.send_all(stream, &mut rx).await,
             Err(e) => {
@@ -252,6 +257,23 @@ impl Dialled {
         rx.close();
         while let Some((to, message)) = rx.recv().await {
             self.local.undelivered(to, message, &why);
+        }
+    }
+
+    /// Dials, again while the peer drops the connection during the handshake (its server makes
+    /// room for newcomers so when strangers crowd it): a work message lost with it would cost a
+    /// rollback. A refused connection is a process that is gone.
+    async fn dial(&self) -> io::Result<TcpStream> {
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match dial(&self.address, &self.token, self.me.clone()).await {
+                Err(e) if dropped(&e) => {
+                    tracing::debug!(peer = %self.address, "the peer dropped the connection during the handshake ({e}); dialling again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+                dialled => return dialled,
+            }
         }
     }
 
@@ -278,6 +300,12 @@ impl Dialled {
         }
         None
     }
+}
+
+/// Whether a connection failed as one that its peer dropped does.
+fn dropped(e: &io::Error) -> bool {
+    use io::ErrorKind::*;
+    matches!(e.kind(), UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe)
 }
 
 /// Connects to a peer server, proves the token and introduces this process.
@@ -488,6 +516,29 @@ mod tests {
         assert_eq!(local.recv_timeout(WAIT).unwrap(), PeerMsg::NoWork { epoch: 3 });
         let unreachable = router.unreachable.lock().unwrap().clone();
         assert_eq!(unreachable, HashSet::from([server.address().to_string()]));
+    }
+
+    /// A peer server crowded with strangers drops the oldest handshakes, a process's among them:
+    /// its work message once went with it, and the run hung.
+    #[test]
+    fn work_gets_through_a_peer_that_dropped_the_first_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let (tx, remote) = mpsc::channel();
+        let serving = std::thread::spawn(move || {
+            drop(listener.accept().unwrap());
+            let router = Arc::new(Router::new(b"secret".to_vec(), 5, vec![tx], WAIT));
+            PeerServer::serve(listener, b"secret".to_vec(), router).unwrap()
+        });
+        let (router, _local) = router(b"secret", address);
+        let work = PeerMsg::Work {
+            nodes: vec![bts_protocol::Returned { depth: 1, node: bts_protocol::NodeBytes::from_slice(&[7]) }],
+            epoch: 0,
+            pauses: 0,
+        };
+        router.send(5, work.clone());
+        assert_eq!(remote.recv_timeout(WAIT).unwrap(), work);
+        drop(serving.join().unwrap());
     }
 
     #[test]
