@@ -75,8 +75,11 @@ pub const TICK: Duration = Duration::from_millis(250);
 const LINE_EVERY: Duration = Duration::from_secs(5);
 
 enum Display {
-    Bar(ProgressBar),
-    Lines { next: Instant },
+    /// A bar, and whether stderr is taken as wide (`--progress always`, see [`WideStderr`]).
+    Bar(ProgressBar, bool),
+    Lines {
+        next: Instant,
+    },
     None,
 }
 
@@ -160,13 +163,14 @@ impl Monitor {
                     }
                     _ => ProgressDrawTarget::stderr(),
                 };
+                let wide = mode == ProgressMode::Always;
                 let bar = ProgressBar::with_draw_target(None, target);
                 bar.set_style(
                     // The bar is drawn into the message (see `bar_cells`): set apart, bar and text
                     // would each draw a frame, the first with the other's last state.
                     ProgressStyle::with_template("{wide_msg}").expect("a valid template"),
                 );
-                Display::Bar(bar)
+                Display::Bar(bar, wide)
             }
         };
         let now = Instant::now();
@@ -236,12 +240,14 @@ impl Monitor {
         for file in [self.hist.as_mut(), self.freq.as_mut()].into_iter().flatten() {
             file.flush();
         }
+        // The line's parts, each with its rank: a narrow terminal drops the highest ranks first,
+        // so that the count, the estimate and the ETA stay.
         let line = || {
-            let mut s = format!("{}  {} nodes  {}/s", duration(elapsed), human(nodes as f64), human(self.rate));
-            // What a long branch and bound has found so far (early in the line: a narrow terminal
-            // cuts its end).
+            let mut parts = vec![(0, duration(elapsed)), (0, format!("{} nodes", human(nodes as f64)))];
+            parts.push((2, format!("{}/s", human(self.rate))));
+            // What a long branch and bound has found so far.
             if let Some(best) = &t.best {
-                s += &format!("  best {}", best.value);
+                parts.push((0, format!("best {}", best.value)));
             }
             let (queued, busy, workers) =
                 (human(scheduler.queued() as f64), scheduler.busy_workers(), scheduler.workers());
@@ -249,17 +255,20 @@ impl Monitor {
                 0 => "busy 0/0 (waiting for workers)".to_string(),
                 _ => format!("busy {busy}/{workers}"),
             };
-            s += &match scheduler.budget() {
-                Some(b) => format!("  L {queued}  {busy}  b {}", human(b.base() as f64)),
+            match scheduler.budget() {
+                Some(b) => {
+                    parts.extend([(3, format!("L {queued}")), (1, busy), (4, format!("b {}", human(b.base() as f64)))])
+                }
                 // Random polling: no job list and no budget, the nodes wait on the workers' stacks.
-                None => format!("  stacks {queued}  {busy}"),
+                None => parts.extend([(3, format!("stacks {queued}")), (1, busy)]),
             };
-            s += &estimate_text(guess, nodes as f64, self.rate, workers > 0);
-            (s, fraction_done(guess, nodes as f64))
+            parts.extend(estimate_parts(guess, nodes as f64, self.rate, workers > 0).into_iter().map(|p| (0, p)));
+            (parts, fraction_done(guess, nodes as f64))
         };
         match &mut self.display {
-            Display::Bar(bar) => {
-                let (text, fraction) = line();
+            Display::Bar(bar, wide) => {
+                let (parts, fraction) = line();
+                let text = fit(&parts, line_width(*wide).saturating_sub(BAR_WIDTH));
                 bar.set_message(format!("{} {text}", bar_cells(fraction.unwrap_or(0.0))));
                 if last {
                     bar.finish_and_clear();
@@ -267,7 +276,7 @@ impl Monitor {
             }
             Display::Lines { next } if now >= *next && !last => {
                 *next = now + LINE_EVERY;
-                crate::logging::say!("bts: {}", line().0);
+                crate::logging::say!("bts: {}", fit(&line().0, usize::MAX));
             }
             _ => {}
         }
@@ -356,22 +365,52 @@ fn fraction_done(guess: Guess, nodes: f64) -> Option<f64> {
     }
 }
 
-/// `  ~63% of ~3.24G ±8%  ETA 42 s` (the ± is twice the standard error, about 95% of the time), or
-/// `  total unknown` when the probes cannot support a figure. No ETA while no worker is there
-/// (a listening run waiting for its workers): the rate is then the past's.
-fn estimate_text(guess: Guess, nodes: f64, rate: f64, working: bool) -> String {
+/// `~63% of ~3.24G ±8%` and `ETA 42 s` (the ± is twice the standard error, about 95% of the
+/// time), or `total unknown` when the probes cannot support a figure. No ETA while no worker is
+/// there (a listening run waiting for its workers: the rate is then the past's), nor one beyond
+/// ten years (a run that stands still).
+fn estimate_parts(guess: Guess, nodes: f64, rate: f64, working: bool) -> Vec<String> {
     let Guess::Total { total, std_error } = guess else {
-        return "  total unknown".to_string();
+        return vec!["total unknown".to_string()];
     };
     let fraction = fraction_done(guess, nodes).unwrap_or(0.0);
-    let mut s = format!("  ~{:.0}% of ~{}", 100.0 * fraction, human(total));
+    let mut estimate = format!("~{:.0}% of ~{}", 100.0 * fraction, human(total));
     if total > 0.0 {
-        s += &format!(" ±{:.0}%", 100.0 * 2.0 * std_error / total);
+        estimate += &format!(" ±{:.0}%", 100.0 * 2.0 * std_error / total);
     }
-    if rate > 0.0 && working {
-        s += &format!("  ETA {}", duration((total - nodes).max(0.0) / rate));
+    let eta = (total - nodes).max(0.0) / rate;
+    match rate > 0.0 && working {
+        true if eta > TEN_YEARS => vec![estimate, "ETA > 10 years".to_string()],
+        true => vec![estimate, format!("ETA {}", duration(eta))],
+        false => vec![estimate],
     }
-    s
+}
+
+const TEN_YEARS: f64 = 10.0 * 365.25 * 86_400.0;
+
+/// The columns of the bar and the space after it.
+const BAR_WIDTH: usize = 21;
+
+/// The ranked parts of a line, joined, without those of the highest ranks that would make it wider
+/// than `width`.
+fn fit(parts: &[(u8, String)], width: usize) -> String {
+    let mut keep = parts.iter().map(|p| p.0).max().unwrap_or(0);
+    loop {
+        let kept: Vec<&str> = parts.iter().filter(|p| p.0 <= keep).map(|p| p.1.as_str()).collect();
+        let line = kept.join("  ");
+        if keep == 0 || console::measure_text_width(&line) <= width {
+            return line;
+        }
+        keep -= 1;
+    }
+}
+
+/// The columns of stderr: a line wider would wrap, or be cut. `wide`: see [`WideStderr`].
+fn line_width(wide: bool) -> usize {
+    let stderr = console::Term::stderr();
+    let unknown = if wide && !stderr.is_term() { 200 } else { 80 };
+    // The last column stays empty: a line that fills it wraps on some terminals.
+    stderr.size_checked().map_or(unknown, |(_, columns)| columns as usize).saturating_sub(1)
 }
 
 /// 12.3k, 45.6M, 7.89G.
@@ -424,9 +463,34 @@ mod tests {
     #[test]
     fn estimates_show_their_error_or_say_unknown() {
         let guess = Guess::Total { total: 4_000_000.0, std_error: 100_000.0 };
-        assert_eq!(estimate_text(guess, 1_000_000.0, 1e6, true), "  ~25% of ~4.00M ±5%  ETA 3 s");
-        assert_eq!(estimate_text(guess, 1_000_000.0, 1e6, false), "  ~25% of ~4.00M ±5%", "no workers, no ETA");
-        assert_eq!(estimate_text(Guess::Unknown, 1_000_000.0, 1e6, true), "  total unknown");
+        assert_eq!(estimate_parts(guess, 1_000_000.0, 1e6, true), ["~25% of ~4.00M ±5%", "ETA 3 s"]);
+        assert_eq!(estimate_parts(guess, 1_000_000.0, 1e6, false), ["~25% of ~4.00M ±5%"], "no workers, no ETA");
+        assert_eq!(estimate_parts(Guess::Unknown, 1_000_000.0, 1e6, true), ["total unknown"]);
         assert_eq!(fraction_done(Guess::Unknown, 5.0), None);
+        // A run that stands still (every worker waits for a stalled message) has no real ETA.
+        assert_eq!(estimate_parts(guess, 1_000_000.0, 1e-9, true)[1], "ETA > 10 years");
+    }
+
+    /// An 80-column terminal once cut the line after the budget, in the middle of the fraction
+    /// done: the line drops its least useful parts instead.
+    #[test]
+    fn a_narrow_terminal_drops_parts_of_the_line_not_its_estimate() {
+        let parts: Vec<(u8, String)> = [
+            (0, "9 s"),
+            (0, "887.55M nodes"),
+            (2, "62.78M/s"),
+            (3, "L 473"),
+            (1, "busy 2/2"),
+            (4, "b 392.3k"),
+            (0, "~45% of ~1.97G ±8%"),
+            (0, "ETA 12 s"),
+        ]
+        .into_iter()
+        .map(|(rank, text)| (rank, text.to_string()))
+        .collect();
+        let full = "9 s  887.55M nodes  62.78M/s  L 473  busy 2/2  b 392.3k  ~45% of ~1.97G ±8%  ETA 12 s";
+        assert_eq!(fit(&parts, usize::MAX), full);
+        assert_eq!(fit(&parts, 79 - BAR_WIDTH), "9 s  887.55M nodes  busy 2/2  ~45% of ~1.97G ±8%  ETA 12 s");
+        assert_eq!(fit(&parts, 20), "9 s  887.55M nodes  ~45% of ~1.97G ±8%  ETA 12 s", "too narrow still");
     }
 }
