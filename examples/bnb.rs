@@ -95,6 +95,7 @@ pub fn best_by_recursion(items: Vec<i64>, capacity: i64) -> Result<Option<bts::B
     let finished = bts::Run::with_searcher(spec, Arc::new(searcher))
         .options(bts::RunOptions { workers: 2, ..Default::default() })
         .run(&mut Vec::new())?;
+    assert_eq!(finished.outcome, bts::Outcome::Complete);
     Ok(finished.summary.totals.best)
 }
 

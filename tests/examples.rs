@@ -54,6 +54,16 @@ fn linear_extensions_of_a_2xn_grid_are_catalan_numbers() {
     }
 }
 
+/// A grid too large is refused at once (one of 10^10 elements once filled the memory first).
+#[test]
+fn a_grid_too_large_is_refused_before_it_is_built() {
+    for (rows, cols) in [(100_000, 100_000), (usize::MAX, 2), (9, 8), (0, 3)] {
+        let refused = LinearExtensions::grid(rows, cols).err().unwrap();
+        assert!(refused.starts_with("the order needs 1 to 64 elements"), "{refused}");
+    }
+    assert!(LinearExtensions::grid(8, 8).is_ok());
+}
+
 #[test]
 fn linear_extensions_of_an_antichain_are_all_permutations() {
     let finished = Run::new("linext", LinearExtensions::new(7, &[]).unwrap())

@@ -19,6 +19,8 @@ bts starts it with the job in its environment: BTS_NODE (the columns placed so f
 import os
 import sys
 
+if len(sys.argv) != 2 or not sys.argv[1].isdigit() or int(sys.argv[1]) < 1:
+    sys.exit("usage: queens.py N (N >= 1)")
 n = int(sys.argv[1])
 job = os.environ.get("BTS_NODE")                                        # BTS: a job from bts?
 limit = lambda name: float("inf") if os.environ[name] == "inf" else int(os.environ[name])  # BTS

@@ -71,6 +71,11 @@ static void extend(void) {
 /* BTS: runs the jobs bts writes on stdin, one at a time. */
 static int serve_jobs(void) {
     static char line[1 << 16];
+    long long jobs = 0;
+    if (getenv("BTS_NODE")) {                                   /* BTS: a one-shot job */
+        fprintf(stderr, "topsort --bts reads its jobs on stdin: run it with bts run exec --persistent\n");
+        return 2;
+    }
     while (fgets(line, sizeof line, stdin)) {
         char b[32], d[32];
         int depth, off = 0;
@@ -89,7 +94,8 @@ static int serve_jobs(void) {
             }
         }
         extend();
-        printf("done %lld leaves=%lld max_depth=%lld\n", visited, leaves, deepest);
+        /* job=: the answer is checked against its job */
+        printf("done %lld leaves=%lld max_depth=%lld job=%lld\n", visited, leaves, deepest, ++jobs);
         fflush(stdout);
     }
     return 0;
@@ -98,13 +104,15 @@ static int serve_jobs(void) {
 int main(int argc, char **argv) {
     int a = 1;
     if (a < argc && strcmp(argv[a], "--bts") == 0) bts_mode = 1, a++;   /* BTS */
-    if (a >= argc || (n = atoi(argv[a])) < 1 || n > 64) {
+    char *rest;
+    if (a >= argc || (n = (int)strtol(argv[a], &rest, 10)) < 1 || n > 64 || *rest) {
         fprintf(stderr, "usage: topsort [--bts] N a<b a<b ... (1 <= N <= 64)\n");
         return 2;
     }
     for (a++; a < argc; a++) {
-        int x, y;
-        if (sscanf(argv[a], "%d<%d", &x, &y) != 2 || x < 0 || y < 0 || x >= n || y >= n || x == y) {
+        int x, y, end = 0;
+        if (sscanf(argv[a], "%d<%d%n", &x, &y, &end) != 2 || argv[a][end] || x < 0 || y < 0 || x >= n || y >= n
+            || x == y) {
             fprintf(stderr, "topsort: bad relation %s\n", argv[a]);
             return 2;
         }

@@ -31,6 +31,11 @@ impl LinearExtensions {
 
     /// The product of two chains, `rows` × `cols`: (r, c) comes before (r+1, c) and (r, c+1).
     pub fn grid(rows: usize, cols: usize) -> Result<Self, String> {
+        // Checked before the pairs are made: a huge grid would fill the memory first.
+        let n = rows.checked_mul(cols).filter(|&n| (1..=64).contains(&n));
+        let Some(n) = n else {
+            return Err(format!("the order needs 1 to 64 elements, not {rows} × {cols}"));
+        };
         let id = |r: usize, c: usize| r * cols + c;
         let mut before = Vec::new();
         for r in 0..rows {
@@ -43,7 +48,7 @@ impl LinearExtensions {
                 }
             }
         }
-        Self::new(rows * cols, &before)
+        Self::new(n, &before)
     }
 
     fn len(&self) -> usize {
