@@ -61,6 +61,11 @@ fn a_seed_repeats_an_estimate_whatever_the_threads() {
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("one probe gives no standard error") && !text.contains("inf"), "{text}");
     assert!(!text.contains("heavy-tailed"), "{text}");
+    // Two probes: one carries at least half the sum whatever the tree, which says nothing of its
+    // tail (it once called every tree heavy-tailed so).
+    let o = bts(&["estimate", "--probes", "2", "--probe-seed", "3", "queens", "--n", "8"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(!text.contains("heavy-tailed") && text.contains("So few probes"), "{text}");
 }
 
 #[test]

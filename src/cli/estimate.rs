@@ -133,7 +133,10 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             "{}: about {mean:.0} nodes ({error}) from {probes} {probes_word} (--probe-seed {seed} repeats them)\n",
             spec.command_line()
         );
-        if probes > 1 && (relative > SHAKY || (probes >= 10 && largest_share > 0.25)) {
+        if (2..10).contains(&probes) {
+            // One probe of two carries half the sum, whatever the tree: too few to judge it.
+            text += "So few probes cannot tell how far off this is: give --probes 1000 or more.\n";
+        } else if probes >= 10 && (relative > SHAKY || largest_share > 0.25) {
             text += &format!(
                 "The tree is heavy-tailed: a few probes (the largest {:.0}, {:.0}% of the sum) carry the estimate, so it \
                  may be far off; more probes narrow the error only slowly.\n",
