@@ -426,6 +426,6 @@ fn a_slow_estimate_shows_how_far_it_is() {
     let args = ["estimate", "--probes", "12", "--threads", "1", "exec", "--", "sh", "-c", "sleep 0.33; echo done 1"];
     let o = bts(&args);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains(" of 12 probes, about 1 nodes so far"), "{}", stderr(&o));
+    assert!(stderr(&o).contains(" of 12 probes done, about 1 nodes so far"), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("about 1 nodes"));
 }

@@ -91,12 +91,15 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             if Instant::now() >= next {
                 next += PROGRESS_EVERY;
                 let so_far = tally.lock().expect("no probing thread panics holding it").so_far.clone();
+                let estimate = match so_far.probes {
+                    0 => String::new(),
+                    _ => format!(", about {:.0} nodes so far", so_far.mean),
+                };
                 crate::logging::say!(
-                    "bts: {:.0} s: {} of {} probes, about {:.0} nodes so far",
+                    "bts: {:.0} s: {} of {} probes done{estimate}",
                     started.elapsed().as_secs_f64(),
                     so_far.probes,
                     args.probes,
-                    so_far.mean
                 );
             }
         }
