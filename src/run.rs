@@ -477,7 +477,7 @@ impl Run {
             // Twice as long as a message can take: a work message not there by then is lost.
             let lost_after = 2 * bts_worker::peers::longest_delivery(listen.worker_timeout);
             let looks = lost_after.as_millis() / bts_master::WAVE_EVERY.as_millis();
-            coordinator = coordinator.distributed(plan).lost_work_after(looks as u64);
+            coordinator = coordinator.distributed(plan, looks as u64);
             let mode = WireMode::Polling { split };
             server = Some(crate::remote::serve(listen, &tree, searcher.input_digest(), settings, mode, &events_tx, 0)?);
             if let (Some(router), true) = (&router, local > 0) {

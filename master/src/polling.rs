@@ -230,23 +230,19 @@ impl Coordinator {
     }
 
     /// Workers of other processes take part: termination by waves, and `start` for the first of
-    /// them when there are no local workers.
-    pub fn distributed(mut self, start: Option<StartPlan>) -> Self {
+    /// them when there are no local workers. Work messages sent and not received are taken for
+    /// lost after `lost_work_after` calls of [`look_for_lost_work`](Self::look_for_lost_work)
+    /// that find every worker idle or paused and no count moving: the caller makes that longer
+    /// than a message can take.
+    pub fn distributed(mut self, start: Option<StartPlan>, lost_work_after: u64) -> Self {
         self.waves = Some(Waves::default());
+        self.lost_work_after = Some(lost_work_after.max(1));
         // A resumed run with nothing left and no local workers is over: no joiner need end it.
         let nothing_left = matches!(&start, Some(StartPlan::Nodes(nodes)) if nodes.is_empty());
         self.start = start;
         if nothing_left && self.slots.is_empty() {
             self.check_finished();
         }
-        self
-    }
-
-    /// Work messages sent and not received are taken for lost after `looks` calls of
-    /// [`look_for_lost_work`](Self::look_for_lost_work) that find every worker idle or paused and
-    /// no count moving: the caller makes that longer than a message can take.
-    pub fn lost_work_after(mut self, looks: u64) -> Self {
-        self.lost_work_after = Some(looks.max(1));
         self
     }
 
@@ -384,7 +380,8 @@ impl Coordinator {
     fn roll_back(&mut self, what: &str) {
         self.epoch += 1;
         self.stall = None;
-        // A checkpoint or a leave under way is asked again after the rollback (see `reset_complete`).
+        // A stop or a failure under way is asked again after the rollback; a checkpoint is not (the
+        // rollback takes the run back to the last one), and leavers ask again (see `reset_complete`).
         let pause_after = match self.pause.take() {
             Some(PauseFor::Checkpoint | PauseFor::Leave) | None => {
                 self.reset.as_mut().and_then(|r| r.pause_after.take())
@@ -766,7 +763,7 @@ impl Coordinator {
     }
 
     /// Called at a steady pace: rolls the run back when work messages sent have not been received
-    /// for [`lost_work_after`](Self::lost_work_after) calls while every worker is idle or paused
+    /// for `lost_work_after` calls (see [`distributed`](Self::distributed)) while every worker is idle or paused
     /// and nothing moves (see "Losing a work message").
     pub fn look_for_lost_work(&mut self) {
         let Some(limit) = self.lost_work_after else { return };
