@@ -415,7 +415,7 @@ fn a_refused_run_leaves_every_file_untouched() {
         (&["--rendezvous", &rendezvous, "--hist", &rendezvous_tmp], "is the temporary file of --rendezvous"),
         (&["--rendezvous", &ck, "--checkpoint", &ck], "given as both --checkpoint and --rendezvous"),
         (&["--rendezvous", &out], "given as both --output and --rendezvous"),
-        (&["--rendezvous", &json, "--listen", &busy], "cannot listen"),
+        (&["--rendezvous", &json], "holds something other than a rendezvous file"),
     ];
     for launch in [None, Some("launch-1")] {
         for (options, message) in cases {

@@ -668,9 +668,17 @@ fn polling_ranks_of_a_cluster_launch_steal_from_each_other() {
 #[test]
 fn a_rank_does_not_take_the_end_of_the_launch_before_for_its_own() {
     // A fast run of the launch just before left its rendezvous file saying `finished` a moment ago
-    // (or a run outside any launcher did, naming no launch; or the file holds what no bts wrote);
-    // a worker rank of the next launch that reads it before its master replaces it must not leave.
-    for leftover in ["finished\nlaunch 1111\n", "finished\n", "vm:1234\nsomething else\n"] {
+    // (or a run outside any launcher did, naming no launch, or its master still runs); a worker
+    // rank of the next launch that reads it before its master replaces it must not leave, nor
+    // join that master.
+    let dir = tempfile::tempdir().unwrap();
+    let (other_file, stop) = (dir.path().join("other.addr"), dir.path().join("stop"));
+    let (f, s) = (other_file.to_str().unwrap(), stop.to_str().unwrap());
+    let other = ["run", "--workers", "1", "--listen", "127.0.0.1:0", "--address-file", f, "--stop-file", s, "uts"];
+    let other = spawn_rank(&[&other[..], &["--preset", "T1XL"]].concat(), &[]);
+    wait_until(Duration::from_secs(20), || other_file.exists(), || "the other run did not start".into());
+    let unnamed = std::fs::read_to_string(&other_file).unwrap();
+    for leftover in ["finished\nlaunch 1111\n", "finished\n", &unnamed] {
         let dir = tempfile::tempdir().unwrap();
         let rendezvous = dir.path().join("rendezvous");
         let summary = dir.path().join("summary.json");
@@ -689,6 +697,27 @@ fn a_rank_does_not_take_the_end_of_the_launch_before_for_its_own() {
         assert_eq!(s["workers"], 2, "{leftover:?}: the worker rank did not join");
         assert_eq!(std::fs::read_to_string(&rendezvous).unwrap(), "finished\nlaunch 2222\n");
     }
+    std::fs::write(&stop, "").unwrap();
+    let (_, log) = worker_output(other);
+    assert!(log.contains(", 1 worker,"), "a rank joined the other run: {log}");
+}
+
+/// A rendezvous file that no bts wrote (a typo naming another file) is refused by every rank at
+/// once, and left as it is.
+#[test]
+fn every_rank_refuses_a_file_that_is_not_a_rendezvous_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "my notes\nline two\n").unwrap();
+    let args = ["run", "--rendezvous", notes.to_str().unwrap(), "queens", "--n", "6"];
+    for rank in ["1", "0"] {
+        let started = Instant::now();
+        let (code, log) = worker_output(spawn_rank(&args, &[("PMIX_RANK", rank), ("PMIX_NAMESPACE", "4444")]));
+        assert_eq!(code, Some(2), "rank {rank}: {log}");
+        assert!(log.contains("not a rendezvous file") || log.contains("other than a rendezvous file"), "{log}");
+        assert!(started.elapsed() < Duration::from_secs(10), "rank {rank} waited {:?}", started.elapsed());
+    }
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes\nline two\n");
 }
 
 /// A worker rank given a rendezvous file in a folder that does not exist stops at once: rank 0
@@ -1097,7 +1126,8 @@ fn a_worker_waiting_for_its_master_stops_at_once_on_a_signal() {
     let (address, token) = (dir.path().join("addr"), dir.path().join("token"));
     let files = ["--connect-file", address.to_str().unwrap(), "--token-file", token.to_str().unwrap()];
     let waiting = worker(&[&files[..], &["--retry", "60"]].concat());
-    std::thread::sleep(Duration::from_millis(2500));
+    // It says so after 2 s.
+    std::thread::sleep(Duration::from_secs(4));
     signal(&waiting, "-TERM");
     let (code, log) = worker_output(waiting);
     assert_eq!(code, Some(0), "{log}");

@@ -101,18 +101,26 @@ static int serve_jobs(void) {
     return 0;
 }
 
+/* The number at the start of s, ended by `end`; -1 if there is none or it is out of range. */
+static long element(const char *s, char end) {
+    char *rest;
+    long x = strtol(s, &rest, 10);
+    return rest == s || *rest != end || x < 0 || x > 64 ? -1 : x;
+}
+
 int main(int argc, char **argv) {
     int a = 1;
     if (a < argc && strcmp(argv[a], "--bts") == 0) bts_mode = 1, a++;   /* BTS */
-    char *rest;
-    if (a >= argc || (n = (int)strtol(argv[a], &rest, 10)) < 1 || n > 64 || *rest) {
+    long size = a < argc ? element(argv[a], '\0') : -1;
+    if (size < 1 || size > 64) {
         fprintf(stderr, "usage: topsort [--bts] N a<b a<b ... (1 <= N <= 64)\n");
         return 2;
     }
+    n = (int)size;
     for (a++; a < argc; a++) {
-        int x, y, end = 0;
-        if (sscanf(argv[a], "%d<%d%n", &x, &y, &end) != 2 || argv[a][end] || x < 0 || y < 0 || x >= n || y >= n
-            || x == y) {
+        char *less = strchr(argv[a], '<');
+        long x = less ? element(argv[a], '<') : -1, y = less ? element(less + 1, '\0') : -1;
+        if (x < 0 || y < 0 || x >= n || y >= n || x == y) {
             fprintf(stderr, "topsort: bad relation %s\n", argv[a]);
             return 2;
         }

@@ -142,6 +142,14 @@ pub fn check(
                 .map_err(|e| CliError::usage(format!("cannot write the {what} file {}: {e}", path.display())))?;
         }
     }
+    // The other ranks of a launch refuse such a file too (see `bts_worker::remote`).
+    if let Some(file) = args.remote.rendezvous.as_deref().filter(|f| !bts_worker::remote::may_replace_address_file(f)) {
+        return Err(CliError::usage(format!(
+            "--rendezvous {}: the file holds something other than a rendezvous file, which the run would \
+             overwrite; remove it, or give --rendezvous a file of its own",
+            file.display()
+        )));
+    }
     Ok(())
 }
 

@@ -670,7 +670,12 @@ async fn connect(
         };
         // The address of an earlier launch's master (which may still run) is waited past, as is
         // the end of an earlier launch's run.
-        let earlier = |launch: &Option<String>| matches!((&ours, launch), (Some(o), Some(l)) if o != l);
+        // (Rank 0 of a launch that has a name writes it: an address without one is another run's.)
+        let earlier = |launch: &Option<String>| match (&ours, launch) {
+            (Some(o), Some(l)) => o != l,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
         let (address, token) = match file {
             AddressFile::Address(a, t, launch) if !earlier(&launch) => (a, t.unwrap_or_else(|| options.token.clone())),
             AddressFile::Finished(written, launch) if rendezvous && this_launch(&launch, written) => {
@@ -680,8 +685,14 @@ async fn connect(
             AddressFile::Failed(Some(launch), why) if rendezvous && ours.as_ref() == Some(&launch) => {
                 return Err(RemoteError::Unreachable(format!("rank 0 (the master) could not start the run: {why}")));
             }
-            // A rendezvous file is rank 0's to replace; any other file is the user's to mend.
-            AddressFile::Unknown(why) if !rendezvous => return Err(RemoteError::Refused(why)),
+            // No bts wrote it: rank 0 refuses it too, and leaves it as it is.
+            AddressFile::Unknown(why) if rendezvous => {
+                let path = file_path(&options.master).display();
+                return Err(RemoteError::Refused(format!(
+                    "{why}: {path} is not a rendezvous file; remove it, or give --rendezvous a file of its own"
+                )));
+            }
+            AddressFile::Unknown(why) => return Err(RemoteError::Refused(why)),
             file => {
                 let (path, retry) = (file_path(&options.master), seconds(options.retry_for));
                 let (awaited, lacked) = match file {
@@ -689,13 +700,9 @@ async fn connect(
                     AddressFile::Missing => ("to appear", "did not appear"),
                     _ => ("to name a master of this run", "named no master of this run"),
                 };
-                let leftover = match &file {
-                    AddressFile::Unknown(why) => format!(" (it holds what an earlier launch left: {why})"),
-                    _ => String::new(),
-                };
                 let path = path.display();
                 if Instant::now() >= deadline {
-                    let why = format!("the master's address file {path} {lacked} within {retry} s{leftover}");
+                    let why = format!("the master's address file {path} {lacked} within {retry} s");
                     return Err(RemoteError::Unreachable(why));
                 }
                 if say_waiting.is_some_and(|at| Instant::now() >= at) {
