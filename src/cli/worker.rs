@@ -177,19 +177,29 @@ pub fn read_token(path: &Path) -> Result<Vec<u8>, CliError> {
 }
 
 /// The master's token: read from `path`, or, if there is no such file, made there (a random token
-/// of 64 hex digits, readable by its owner only) and said so.
+/// of 64 hex digits, readable by its owner only) and said so. The file appears whole: a worker
+/// started with its master never reads it empty.
 pub fn read_or_make_token(path: &Path) -> Result<Vec<u8>, CliError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
+    if path.exists() {
+        return read_token(path);
+    }
     let token: String = bts_protocol::auth::nonce().iter().map(|b| format!("{b:02x}")).collect();
-    let created = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path);
-    match created {
-        Ok(mut file) => {
-            file.write_all(format!("{token}\n").as_bytes()).and_then(|_| file.sync_all()).map_err(|e| {
-                // Not left empty: the next run would refuse it as a token file without a token.
-                let _ = std::fs::remove_file(path);
-                CliError::failure(format!("cannot write the new token file {}: {e}", path.display()))
-            })?;
+    let name = path.file_name().map_or_else(|| "token".into(), |n| n.to_string_lossy().into_owned());
+    let new = path.with_file_name(format!(".{name}.new-{}", std::process::id()));
+    let cannot = |e: std::io::Error| CliError::usage(format!("cannot make the token file {}: {e}", path.display()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&new)
+        .and_then(|mut file| file.write_all(format!("{token}\n").as_bytes()).and_then(|_| file.sync_all()));
+    // Linked into place, so that a token another master made meanwhile is kept.
+    let linked = written.and_then(|_| std::fs::hard_link(&new, path));
+    let _ = std::fs::remove_file(&new);
+    match linked {
+        Ok(()) => {
             crate::logging::say!(
                 "bts: made a new token in {0} (readable by you only); give the workers the same file: \
                  bts worker --token-file {0} ...",
@@ -198,6 +208,6 @@ pub fn read_or_make_token(path: &Path) -> Result<Vec<u8>, CliError> {
             Ok(token.into_bytes())
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_token(path),
-        Err(e) => Err(CliError::usage(format!("cannot make the token file {}: {e}", path.display()))),
+        Err(e) => Err(cannot(e)),
     }
 }
