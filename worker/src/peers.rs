@@ -236,25 +236,43 @@ struct Dialled {
 
 impl Dialled {
     /// Dials, then sends the messages as they come, whatever is waiting in one write, until the
-    /// router drops the connection or it fails; after a failure, whatever is left is undelivered.
+    /// router drops the connection. Messages that a broken connection did not take are sent on a
+    /// new one; when the peer cannot be reached, or connections keep breaking before they take
+    /// anything, whatever is left is undelivered.
     async fn run(self, mut rx: UnboundedReceiver<(u32, PeerMsg)>) {
-        let dialled = tokio::time::timeout(HANDSHAKE, self.dial()).await;
-        let dialled =
-            dialled.unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "the handshake took too long")));
-        let failure = match dialled {
-            Ok(stream) => self.send_all(stream, &mut rx).await,
-            Err(e) => {
-                // Work cannot move between this process and that one: say so, once, as the run
-                // goes on without it (a process that has just left is also unreachable).
-                if self.unreachable.lock().unwrap_or_else(|e| e.into_inner()).insert(self.address.clone()) {
-                    tracing::warn!(peer = %self.address, "cannot reach another process's workers: {e}");
+        let mut unsent = Vec::new();
+        let mut redials = 0;
+        let failure = loop {
+            let dialled = tokio::time::timeout(HANDSHAKE, self.dial()).await;
+            let dialled =
+                dialled.unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "the handshake took too long")));
+            let stream = match dialled {
+                Ok(stream) => stream,
+                Err(e) => {
+                    // Work cannot move between this process and that one: say so, once, as the
+                    // run goes on without it (a process that has just left is also unreachable).
+                    if self.unreachable.lock().unwrap_or_else(|e| e.into_inner()).insert(self.address.clone()) {
+                        tracing::warn!(peer = %self.address, "cannot reach another process's workers: {e}");
+                    }
+                    break e;
                 }
-                Some(e)
+            };
+            match self.send_all(stream, &mut rx, &mut unsent).await {
+                None => return,
+                Some((e, took_some)) => {
+                    redials = if took_some { 1 } else { redials + 1 };
+                    if redials > MAX_REDIALS {
+                        break e;
+                    }
+                    tracing::debug!(peer = %self.address, "the connection broke ({e}); dialling again");
+                }
             }
         };
-        let Some(failure) = failure else { return };
         let why = format!("{}: {failure}", self.address);
         rx.close();
+        for (to, message) in unsent {
+            self.local.undelivered(to, message, &why);
+        }
         while let Some((to, message)) = rx.recv().await {
             self.local.undelivered(to, message, &why);
         }
@@ -277,30 +295,84 @@ impl Dialled {
         }
     }
 
-    async fn send_all(&self, mut stream: TcpStream, rx: &mut UnboundedReceiver<(u32, PeerMsg)>) -> Option<io::Error> {
-        let mut out = Vec::new();
-        while let Some((to, message)) = rx.recv().await {
-            let mut next = Some((to, message));
-            while let Some((to, message)) = next.take() {
-                let request = matches!(message, PeerMsg::Request { .. }).then_some(message.clone());
-                if let Err(e) = encode_frame(&PeerFrame::Deliver { to, message }, &mut out)
-                    && let Some(request) = request
-                {
-                    self.local.undelivered(to, request, &e);
-                }
-                if out.len() < (1 << 20) {
-                    next = rx.try_recv().ok();
+    /// Sends `unsent` (what a broken connection did not take), then the messages as they come,
+    /// until the router drops the connection (`None`) or it breaks: then `unsent` holds the
+    /// messages it did not take, and the error says why and whether it took any. The peer writes
+    /// nothing after the handshake: a read that ends tells that the connection broke while idle.
+    async fn send_all(
+        &self,
+        mut stream: TcpStream,
+        rx: &mut UnboundedReceiver<(u32, PeerMsg)>,
+        unsent: &mut Vec<(u32, PeerMsg)>,
+    ) -> Option<(io::Error, bool)> {
+        let (mut read, mut write) = stream.split();
+        let mut ignored = [0u8; 64];
+        let mut took_some = false;
+        loop {
+            if unsent.is_empty() {
+                tokio::select! {
+                    message = rx.recv() => match message {
+                        Some(m) => unsent.push(m),
+                        None => return None,
+                    },
+                    closed = read.read(&mut ignored) => {
+                        let e = closed.err().unwrap_or_else(|| io::ErrorKind::UnexpectedEof.into());
+                        return Some((e, took_some));
+                    }
                 }
             }
-            match tokio::time::timeout(self.write_timeout, stream.write_all(&out)).await {
-                Ok(Ok(())) => out.clear(),
-                Ok(Err(e)) => return Some(e),
-                Err(_) => return Some(io::Error::new(io::ErrorKind::TimedOut, "the peer takes no messages")),
+            while unsent.len() < 4096
+                && let Ok(m) = rx.try_recv()
+            {
+                unsent.push(m);
             }
+            // Each message's frame, and where it ends.
+            let (mut out, mut ends) = (Vec::new(), Vec::new());
+            let mut batch = Vec::new();
+            for (to, message) in unsent.drain(..) {
+                let frame = PeerFrame::Deliver { to, message };
+                let encoded = encode_frame(&frame, &mut out);
+                let PeerFrame::Deliver { to, message } = frame else { unreachable!("built above") };
+                match encoded {
+                    Ok(()) => {
+                        ends.push(out.len());
+                        batch.push((to, message));
+                    }
+                    Err(e) => self.local.undelivered(to, message, &e),
+                }
+            }
+            let mut written = 0;
+            let failure = loop {
+                if written == out.len() {
+                    break None;
+                }
+                match tokio::time::timeout(self.write_timeout, write.write(&out[written..])).await {
+                    Ok(Ok(0)) => break Some(io::Error::from(io::ErrorKind::WriteZero)),
+                    Ok(Ok(n)) => written += n,
+                    Ok(Err(e)) => break Some(e),
+                    Err(_) => break Some(io::Error::new(io::ErrorKind::TimedOut, "the peer takes no messages")),
+                }
+            };
+            let Some(e) = failure else {
+                took_some = true;
+                continue;
+            };
+            // A frame cut short cannot have arrived whole: it goes on a new connection with the
+            // frames after it. Those written whole may have arrived, or not: their requests are
+            // answered, their work is lost (the master rolls back).
+            let whole = ends.iter().filter(|&&end| end <= written).count();
+            *unsent = batch.split_off(whole);
+            let why = format!("{}: {e}", self.address);
+            for (to, message) in batch {
+                self.local.undelivered(to, message, &why);
+            }
+            return Some((e, took_some || whole > 0));
         }
-        None
     }
 }
+
+/// Connections that break before taking anything are dialled again this many times in a row.
+const MAX_REDIALS: u32 = 3;
 
 /// Whether a connection failed as one that its peer dropped does.
 fn dropped(e: &io::Error) -> bool {
@@ -539,6 +611,53 @@ mod tests {
         router.send(5, work.clone());
         assert_eq!(remote.recv_timeout(WAIT).unwrap(), work);
         drop(serving.join().unwrap());
+    }
+
+    /// Forwards one connection accepted on `listener` to `to`, both ways, until it is shut down.
+    fn forward(listener: &TcpListener, to: SocketAddr) -> TcpStream {
+        listener.set_nonblocking(true).unwrap();
+        let deadline = std::time::Instant::now() + WAIT;
+        let a = loop {
+            match listener.accept() {
+                Ok((a, _)) => break a,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("no connection to forward: {e}"),
+            }
+        };
+        a.set_nonblocking(false).unwrap();
+        let b = TcpStream::connect(to).unwrap();
+        for (mut from, mut into) in [(a.try_clone().unwrap(), b.try_clone().unwrap()), (b, a.try_clone().unwrap())] {
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut from, &mut into);
+                let _ = into.shutdown(std::net::Shutdown::Both);
+            });
+        }
+        a
+    }
+
+    /// A connection that breaks while idle (a reset between two live processes) once lost the
+    /// next message written to it: it now goes on a new connection.
+    #[test]
+    fn a_message_goes_on_a_new_connection_when_the_last_one_broke_while_idle() {
+        let (server, remote) = process(b"secret");
+        let proxy = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (router, _local) = router(b"secret", proxy.local_addr().unwrap());
+        let work = |n: u8| PeerMsg::Work {
+            nodes: vec![bts_protocol::Returned { depth: 1, node: bts_protocol::NodeBytes::from_slice(&[n]) }],
+            epoch: 0,
+            pauses: 0,
+        };
+        router.send(5, work(1));
+        let first = forward(&proxy, server.address());
+        assert_eq!(remote.recv_timeout(WAIT).unwrap(), work(1));
+        first.shutdown(std::net::Shutdown::Both).unwrap();
+        // The dialler sees the connection end before it has anything to send.
+        std::thread::sleep(Duration::from_millis(200));
+        router.send(5, work(2));
+        let _second = forward(&proxy, server.address());
+        assert_eq!(remote.recv_timeout(WAIT).unwrap(), work(2));
     }
 
     #[test]

@@ -29,6 +29,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
+/// A thief that has no answer to its request after this long asks again: between processes, a
+/// request or its answer can go with a connection that breaks.
+const ANSWER_WAIT: Duration = Duration::from_secs(1);
+
 /// How messages reach other workers: channels between threads, or connections between processes.
 pub trait Peers: Send + Sync {
     /// Workers in the run (indices `0..count`).
@@ -437,9 +441,11 @@ impl Worker<'_> {
             }
             // Wait for the answer; meanwhile answer others (with nothing) and obey the coordinator.
             loop {
-                let message = match self.inbox.recv() {
+                let message = match self.inbox.recv_timeout(ANSWER_WAIT) {
                     Ok(m) => m,
-                    Err(_) => return Some(Stop::Gone),
+                    // The request or its answer went with a broken connection: ask again.
+                    Err(RecvTimeoutError::Timeout) => break,
+                    Err(RecvTimeoutError::Disconnected) => return Some(Stop::Gone),
                 };
                 match message {
                     PeerMsg::NoWork { epoch } if epoch == self.epoch => break,
@@ -743,6 +749,47 @@ mod tests {
             }
         }
         assert!(!solutions.is_empty(), "the solutions of the work dropped were not reported");
+        tx.send(PeerMsg::Finish).unwrap();
+        worker.join().unwrap();
+    }
+
+    /// Between processes a request can go with a broken connection: the thief, with no answer,
+    /// asks again (it once waited for good, idle for the rest of the run).
+    #[test]
+    fn a_thief_whose_request_is_lost_asks_again() {
+        struct Lossy {
+            lost: std::sync::atomic::AtomicBool,
+            victim: std::sync::Mutex<std::sync::mpsc::Sender<PeerMsg>>,
+        }
+        impl Peers for Lossy {
+            fn count(&self) -> u32 {
+                2
+            }
+            fn send(&self, _to: u32, message: PeerMsg) {
+                if !self.lost.swap(true, Ordering::SeqCst) {
+                    return;
+                }
+                let _ = self.victim.lock().unwrap().send(message);
+            }
+        }
+        let searcher = TreeSearcher::new(Complete { b: 2, h: 2 });
+        let stack = searcher.stack_worker(RunnerSettings::default()).unwrap();
+        let (tx, inbox) = std::sync::mpsc::channel();
+        let (victim, requests) = std::sync::mpsc::channel();
+        let lossy = Lossy { lost: false.into(), victim: victim.into() };
+        let shared = Arc::new(Shared {
+            peers: Box::new(lossy),
+            // The other worker is busy: the run goes on.
+            termination: Termination::Counter(AtomicUsize::new(2)),
+            remaining: AtomicU64::new(u64::MAX),
+            rule: SplitRule::Alternate,
+        });
+        let worker = std::thread::spawn(move || {
+            let mut report = |_| true;
+            run_polling_worker(0, stack, Start::Nodes(Vec::new()), inbox, shared, &mut report, 1).unwrap();
+        });
+        let again = requests.recv_timeout(Duration::from_secs(10)).expect("the thief did not ask again");
+        assert!(matches!(again, PeerMsg::Request { from: 0, .. }), "{again:?}");
         tx.send(PeerMsg::Finish).unwrap();
         worker.join().unwrap();
     }
