@@ -708,16 +708,18 @@ fn a_rank_does_not_take_the_end_of_the_launch_before_for_its_own() {
 fn every_rank_refuses_a_file_that_is_not_a_rendezvous_file() {
     let dir = tempfile::tempdir().unwrap();
     let notes = dir.path().join("notes.txt");
-    std::fs::write(&notes, "my notes\nline two\n").unwrap();
     let args = ["run", "--rendezvous", notes.to_str().unwrap(), "queens", "--n", "6"];
-    for rank in ["1", "0"] {
-        let started = Instant::now();
-        let (code, log) = worker_output(spawn_rank(&args, &[("PMIX_RANK", rank), ("PMIX_NAMESPACE", "4444")]));
-        assert_eq!(code, Some(2), "rank {rank}: {log}");
-        assert!(log.contains("not a rendezvous file") || log.contains("other than a rendezvous file"), "{log}");
-        assert!(started.elapsed() < Duration::from_secs(10), "rank {rank} waited {:?}", started.elapsed());
+    for text in [&b"my notes\nline two\n"[..], b"my notes\n", b"\x00\xff checkpoint bytes"] {
+        std::fs::write(&notes, text).unwrap();
+        for rank in ["1", "0"] {
+            let started = Instant::now();
+            let (code, log) = worker_output(spawn_rank(&args, &[("PMIX_RANK", rank), ("PMIX_NAMESPACE", "4444")]));
+            assert_eq!(code, Some(2), "rank {rank}: {log}");
+            assert!(log.contains("not a rendezvous file") || log.contains("other than a rendezvous file"), "{log}");
+            assert!(started.elapsed() < Duration::from_secs(10), "rank {rank} waited {:?}", started.elapsed());
+        }
+        assert_eq!(std::fs::read(&notes).unwrap(), text);
     }
-    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes\nline two\n");
 }
 
 /// A worker rank given a rendezvous file in a folder that does not exist stops at once: rank 0

@@ -492,6 +492,9 @@ fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(AddressFile::Missing),
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            return Ok(AddressFile::Unknown(format!("{} is not text", path.display())));
+        }
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
@@ -516,6 +519,11 @@ fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
         let written = std::fs::metadata(path).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
         return Ok(AddressFile::Finished(written, launch));
     }
+    let is_address =
+        address.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if !is_address {
+        return Ok(AddressFile::Unknown(format!("{}: '{address}' is not HOST:PORT", path.display())));
+    }
     Ok(AddressFile::Address(address.to_string(), token, launch))
 }
 
@@ -523,13 +531,10 @@ fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
 /// an address file (of this run or one before), not another file given as the rendezvous file by
 /// mistake (a checkpoint, an input, an output), which would be lost.
 pub fn may_replace_address_file(path: &std::path::Path) -> bool {
-    let is_address =
-        |a: &str| a.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
     match read_address_file(path) {
-        Ok(AddressFile::Missing | AddressFile::Finished(..) | AddressFile::Failed(..)) => true,
-        Ok(AddressFile::Address(address, ..)) => is_address(&address),
         Ok(AddressFile::Unknown(_)) => false,
-        // Not text (a checkpoint), or unreadable: left alone.
+        Ok(_) => true,
+        // Unreadable: left alone.
         Err(_) => !path.exists(),
     }
 }
