@@ -612,17 +612,7 @@ impl Coordinator {
         if self.snapshot.is_some() || self.reset.is_some() {
             return None;
         }
-        let (mut sent, mut received) = (0, 0);
-        for slot in &self.slots {
-            match &slot.state {
-                State::Running => return None,
-                State::Paused { sent: s, received: r, .. } => {
-                    sent += s;
-                    received += r + slot.late_messages;
-                }
-                State::Finished | State::Gone | State::Left => {}
-            }
-        }
+        let (sent, received) = self.paused_counts()?;
         if sent != received {
             return None;
         }
@@ -794,6 +784,13 @@ impl Coordinator {
         if self.snapshot.is_some() {
             return None;
         }
+        let (sent, received) = self.paused_counts()?;
+        (sent != received).then_some((sent, received))
+    }
+
+    /// Work messages sent and received by the paused workers (late ones included), once none
+    /// runs.
+    fn paused_counts(&self) -> Option<(u64, u64)> {
         let (mut sent, mut received) = (0, 0);
         for slot in &self.slots {
             match &slot.state {
@@ -805,7 +802,7 @@ impl Coordinator {
                 State::Finished | State::Gone | State::Left => {}
             }
         }
-        (sent != received).then_some((sent, received))
+        Some((sent, received))
     }
 
     /// Starts a termination wave, when one is due: not during a pause, a rollback or the end, and

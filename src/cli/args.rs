@@ -298,20 +298,20 @@ pub struct StopArgs {
 /// An address to listen on or connect to: a host (a name, an IPv4 address or a bracketed IPv6
 /// one) and a port.
 fn parse_host_port(s: &str) -> Result<String, String> {
-    match s.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(s.to_string()),
-        _ => Err("expected HOST:PORT, such as 127.0.0.1:7000 (port 0: any free port, to listen)".into()),
+    match bts_worker::remote::host_port(s) {
+        Some(_) => Ok(s.to_string()),
+        None => Err("expected HOST:PORT, such as 127.0.0.1:7000 (port 0: any free port, to listen)".into()),
     }
 }
 
 /// The master's address, to connect to: a host and a port other than 0.
 fn parse_master_address(s: &str) -> Result<String, String> {
-    match s.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => Ok(s.to_string()),
-        Some((_, "0")) => Err("port 0 cannot be connected to: give the port the master listens on (it says which, \
-                               and writes its address to its --address-file)"
+    match bts_worker::remote::host_port(s) {
+        Some(0) => Err("port 0 cannot be connected to: give the port the master listens on (it says which, \
+                        and writes its address to its --address-file)"
             .into()),
-        _ => Err("expected HOST:PORT, such as 127.0.0.1:7000".into()),
+        Some(_) => Ok(s.to_string()),
+        None => Err("expected HOST:PORT, such as 127.0.0.1:7000".into()),
     }
 }
 

@@ -188,7 +188,6 @@ pub fn read_or_make_token(path: &Path) -> Result<Vec<u8>, CliError> {
     let token: String = bts_protocol::auth::nonce().iter().map(|b| format!("{b:02x}")).collect();
     let name = path.file_name().map_or_else(|| "token".into(), |n| n.to_string_lossy().into_owned());
     let new = path.with_file_name(format!(".{name}.new-{}", std::process::id()));
-    let cannot = |e: std::io::Error| CliError::usage(format!("cannot make the token file {}: {e}", path.display()));
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -208,6 +207,6 @@ pub fn read_or_make_token(path: &Path) -> Result<Vec<u8>, CliError> {
             Ok(token.into_bytes())
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_token(path),
-        Err(e) => Err(cannot(e)),
+        Err(e) => Err(CliError::usage(format!("cannot make the token file {}: {e}", path.display()))),
     }
 }

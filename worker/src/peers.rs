@@ -308,6 +308,8 @@ impl Dialled {
         let (mut read, mut write) = stream.split();
         let mut ignored = [0u8; 64];
         let mut took_some = false;
+        // Each batch's frames, where each ends, and their messages.
+        let (mut out, mut ends, mut batch) = (Vec::new(), Vec::new(), Vec::new());
         loop {
             if unsent.is_empty() {
                 tokio::select! {
@@ -326,9 +328,9 @@ impl Dialled {
             {
                 unsent.push(m);
             }
-            // Each message's frame, and where it ends.
-            let (mut out, mut ends) = (Vec::new(), Vec::new());
-            let mut batch = Vec::new();
+            out.clear();
+            ends.clear();
+            batch.clear();
             for (to, message) in unsent.drain(..) {
                 let frame = PeerFrame::Deliver { to, message };
                 let encoded = encode_frame(&frame, &mut out);
@@ -360,7 +362,7 @@ impl Dialled {
             // A frame cut short cannot have arrived whole: it goes on a new connection with the
             // frames after it. Those written whole may have arrived, or not: their requests are
             // answered, their work is lost (the master rolls back).
-            let whole = ends.iter().filter(|&&end| end <= written).count();
+            let whole = ends.partition_point(|&end| end <= written);
             *unsent = batch.split_off(whole);
             let why = format!("{}: {e}", self.address);
             for (to, message) in batch {

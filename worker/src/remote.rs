@@ -519,9 +519,7 @@ fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
         let written = std::fs::metadata(path).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
         return Ok(AddressFile::Finished(written, launch));
     }
-    let is_address =
-        address.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-    if !is_address {
+    if host_port(address).is_none() {
         return Ok(AddressFile::Unknown(format!("{}: '{address}' is not HOST:PORT", path.display())));
     }
     Ok(AddressFile::Address(address.to_string(), token, launch))
@@ -531,12 +529,14 @@ fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
 /// an address file (of this run or one before), not another file given as the rendezvous file by
 /// mistake (a checkpoint, an input, an output), which would be lost.
 pub fn may_replace_address_file(path: &std::path::Path) -> bool {
-    match read_address_file(path) {
-        Ok(AddressFile::Unknown(_)) => false,
-        Ok(_) => true,
-        // Unreadable: left alone.
-        Err(_) => !path.exists(),
-    }
+    // Unreadable, or not an address file: left alone.
+    !matches!(read_address_file(path), Err(_) | Ok(AddressFile::Unknown(_)))
+}
+
+/// The port of an address `HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one), if it
+/// is one.
+pub fn host_port(address: &str) -> Option<u16> {
+    address.rsplit_once(':').filter(|(host, _)| !host.is_empty()).and_then(|(_, port)| port.parse().ok())
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
