@@ -85,6 +85,9 @@ pub enum PollingStart {
     Plain,
 }
 
+/// How often a random-polling run with remote workers takes a snapshot, unless told.
+pub const DEFAULT_SNAPSHOT_EVERY: Duration = Duration::from_secs(60);
+
 /// How to accept remote workers.
 #[derive(Clone, Debug)]
 pub struct ListenOptions {
@@ -100,6 +103,9 @@ pub struct ListenOptions {
     pub rendezvous: bool,
     /// A remote worker silent this long is dropped and its jobs go back to the job list.
     pub worker_timeout: Duration,
+    /// Random polling: pause every worker this often for a snapshot held in memory, the point a
+    /// lost process takes the run back to (stretched to keep the pauses under 2% of the run).
+    pub snapshot_every: Duration,
     /// Connections beyond this many at once are refused.
     pub max_connections: usize,
 }
@@ -113,6 +119,7 @@ impl ListenOptions {
             token_in_address_file: false,
             rendezvous: false,
             worker_timeout: Duration::from_secs(10),
+            snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             // Connections are tasks: a thousand workers cost the master no thread and little memory.
             max_connections: 4096,
         }
@@ -629,6 +636,10 @@ fn drive_options(options: &RunOptions, started: Instant, workers_may_join: bool)
         deadline: options.time_limit.map(|t| started + t),
         stop_file: options.stop_file.clone(),
         checkpoint_every: options.checkpoint_every.filter(|_| options.checkpoint.is_some()),
+        snapshot_every: match options.mode {
+            RunMode::Polling { .. } => options.listen.as_ref().map(|l| l.snapshot_every),
+            RunMode::Budget => None,
+        },
         save_on_stop: options.checkpoint.is_some(),
         workers_may_join,
         // Also without a monitor: a stop that waits long on its workers says so.

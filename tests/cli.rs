@@ -206,7 +206,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let out = out.to_str().unwrap();
     let rendezvous = dir.path().join("launch");
     let rendezvous = rendezvous.to_str().unwrap();
-    let cases: [(&[&str], &str); 52] = [
+    let cases: [(&[&str], &str); 55] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -238,6 +238,18 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["run", "--freq", "/nonexistent-dir/f.txt", "queens", "--n", "4"], "job sizes (--freq) file"),
         // Options of remote workers, without them.
         (&["run", "--worker-timeout", "3", "queens", "--n", "4"], "--worker-timeout needs --listen ADDR"),
+        (
+            &["run", "--mode", "polling", "--snapshot-every", "5", "queens", "--n", "4"],
+            "--snapshot-every needs --listen ADDR",
+        ),
+        (
+            &["run", "--listen", "127.0.0.1:0", "--snapshot-every", "5", "queens", "--n", "4"],
+            "--snapshot-every applies to --mode polling",
+        ),
+        (
+            &["run", "--mode", "polling", "--listen", "127.0.0.1:0", "--snapshot-every", "0", "uts"],
+            "not a positive number of seconds",
+        ),
         (&["run", "--token-file", "t", "queens", "--n", "4"], "--token-file needs --listen ADDR"),
         // A tree's option before the tree's name.
         (&["run", "--n", "8", "queens"], "error: --n is an option of queens: put it after the tree's name"),

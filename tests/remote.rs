@@ -957,8 +957,8 @@ fn a_lost_polling_process_is_rolled_back_and_each_record_committed_once() {
     let late = worker(&["--connect", &master.address, "--threads", "1"]);
     let (code, summary, log) = master.finish();
     assert_eq!(code, Some(0), "{log}");
-    assert!(log.contains("a process was lost: back to the last snapshot (the "), "{log}");
-    assert!(log.contains(" nodes visited since are visited again)"), "{log}");
+    assert!(log.contains("a process was lost: back to the last snapshot, at "), "{log}");
+    assert!(log.contains(" visited since are visited again)"), "{log}");
     // 14-queens has 365,596 solutions (OEIS A000170).
     assert_eq!(summary["outputs"], 365_596);
     assert_records_once(&out, 365_596);
@@ -967,6 +967,31 @@ fn a_lost_polling_process_is_rolled_back_and_each_record_committed_once() {
     assert_eq!(checkpoint.output_len, records.len() as u64);
     assert_eq!(checkpoint.seal, Some(bts_checkpoints::OutputSeal { crc: crc32fast::hash(&records), ended: true }));
     let _ = worker_output(late);
+}
+
+/// Without a checkpoint, a lost process takes a polling run back to its last snapshot held in
+/// memory (every 0.2 s here), not to its start.
+#[test]
+fn a_lost_polling_process_goes_back_to_the_last_snapshot_without_a_checkpoint() {
+    let run = ["--mode", "polling", "--workers", "1", "--count-only", "-vv", "--snapshot-every", "0.2"];
+    let master = Master::start(&[&run[..], &["queens", "--n", "15"]].concat());
+    let mut doomed = worker(&["--connect", &master.address, "--threads", "1"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(&doomed, "-KILL");
+    doomed.wait().unwrap();
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    // 15-queens has 2,279,184 solutions (OEIS A000170).
+    assert_eq!(summary["outputs"], 2_279_184, "{log}");
+    let number_after = |text: &str, marker: &str| -> u64 {
+        let rest = &text[text.find(marker).unwrap() + marker.len()..];
+        rest.split(' ').next().unwrap().parse().unwrap()
+    };
+    let loss = log.find("a process was lost: back to the last snapshot, at ").expect(&log);
+    let back_to = number_after(&log[loss..], "back to the last snapshot, at ");
+    let last = log[..loss].lines().rfind(|l| l.contains("a snapshot at ")).map(|l| number_after(l, "a snapshot at "));
+    assert_eq!(last, Some(back_to), "{log}");
+    assert!(back_to > 0, "{log}");
 }
 
 #[test]

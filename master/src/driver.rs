@@ -182,6 +182,10 @@ pub struct DriveOptions {
     pub stop_file: Option<PathBuf>,
     /// Save the run this often without stopping it.
     pub checkpoint_every: Option<Duration>,
+    /// Random polling across processes: pause every worker this often for a snapshot held in
+    /// memory, the point a lost process or work message takes the run back to. Stretched so that
+    /// pausing takes at most 1/[`SNAPSHOT_COST_SHARE`] of the run.
+    pub snapshot_every: Option<Duration>,
     /// Save the run as soon as it is told to stop (a signal, the time limit, the stop file), before
     /// the jobs out with workers come back: a stop is often followed by a kill (a batch system's
     /// grace period; `mpirun` kills every rank a second after it passes Ctrl-C on as SIGTERM).
@@ -202,6 +206,41 @@ struct Timers {
     checkpoint: Option<Instant>,
     stop_file: Option<Instant>,
     failed_saves: FailedSaves,
+    snapshots: Snapshots,
+}
+
+/// A snapshot pause is stretched to come no sooner than this many times its last one's length
+/// after it: on a large or slow cluster pausing for snapshots costs at most 1/50 of the run.
+pub const SNAPSHOT_COST_SHARE: u32 = 50;
+
+/// When the next snapshot pause is due (random polling across processes).
+#[derive(Default)]
+struct Snapshots {
+    next: Option<Instant>,
+    /// When the pause under way was asked for.
+    asked: Option<Instant>,
+    /// How long the last pause asked for took.
+    took: Duration,
+}
+
+impl Snapshots {
+    fn due(&self, now: Instant) -> bool {
+        self.asked.is_none() && self.next.is_some_and(|at| now >= at)
+    }
+
+    fn asked(&mut self, now: Instant) {
+        self.asked = Some(now);
+    }
+
+    /// A pause completed at `now` (a snapshot's, a checkpoint's, a leave's: each takes a snapshot),
+    /// or a rollback (`paused` false): the next snapshot is due a while after.
+    fn taken(&mut self, options: &DriveOptions, now: Instant, paused: bool) {
+        let Some(every) = options.snapshot_every else { return };
+        if let Some(asked) = self.asked.take().filter(|_| paused) {
+            self.took = now.duration_since(asked);
+        }
+        self.next = Some(now + every.max(self.took * SNAPSHOT_COST_SHARE));
+    }
 }
 
 /// Periodic checkpoints that could not be written: warned of at the first, then once a minute
@@ -254,6 +293,7 @@ impl Timers {
             checkpoint: options.checkpoint_every.map(|t| now + t),
             stop_file: options.stop_file.as_ref().map(|_| now),
             failed_saves: FailedSaves::default(),
+            snapshots: Snapshots { next: options.snapshot_every.map(|t| now + t), ..Snapshots::default() },
         }
     }
 
@@ -288,7 +328,8 @@ impl Timers {
 
     /// When the next timer fires, or `other`.
     fn wake(&self, options: &DriveOptions, other: Option<Instant>) -> Option<Instant> {
-        [options.deadline, self.tick, self.checkpoint, self.stop_file, other].into_iter().flatten().min()
+        let snapshot = self.snapshots.next.filter(|_| self.snapshots.asked.is_none());
+        [options.deadline, self.tick, self.checkpoint, self.stop_file, snapshot, other].into_iter().flatten().min()
     }
 }
 
@@ -549,6 +590,7 @@ pub fn drive_polling(
             if let Some(left) = coordinator.nodes_left() {
                 (routes.set_nodes_left)(left);
             }
+            timers.snapshots.taken(options, Instant::now(), false);
             if len < written {
                 output.rewind(len).map_err(|e| {
                     io::Error::other(format!(
@@ -568,10 +610,20 @@ pub fn drive_polling(
             // A target reached writes the best records as the pause completes: before the save.
             flush(coordinator, output, &mut written)?;
             match why {
-                PauseFor::Checkpoint | PauseFor::Leave => {
+                PauseFor::Snapshot | PauseFor::Checkpoint | PauseFor::Leave => {
                     if why == PauseFor::Checkpoint {
                         let failed = &mut timers.failed_saves;
                         save_on_the_way(coordinator, output, observer, "a periodic checkpoint", failed)?;
+                    } else {
+                        // A rollback to this snapshot cuts the output back to here: an output
+                        // synced here knows its checksum here without reading itself again.
+                        output.sync()?;
+                    }
+                    timers.snapshots.taken(options, Instant::now(), true);
+                    if why == PauseFor::Snapshot {
+                        let (nodes, waiting) = (coordinator.totals().nodes, coordinator.pending_jobs().len());
+                        let took = timers.snapshots.took.as_secs_f64() * 1e3;
+                        tracing::debug!("a snapshot at {nodes} nodes, {waiting} waiting (the pause took {took:.1} ms)");
                     }
                     coordinator.resume();
                     // Processes whose workers all left go once told to finish.
@@ -610,6 +662,10 @@ pub fn drive_polling(
         if due.checkpoint {
             coordinator.request_pause(PauseFor::Checkpoint);
             timers.rearm_checkpoint(options, now);
+        }
+        if timers.snapshots.due(now) {
+            coordinator.request_pause(PauseFor::Snapshot);
+            timers.snapshots.asked(now);
         }
         if let Some(reason) = due.stop {
             coordinator.request_pause(PauseFor::Stop(reason));
@@ -767,6 +823,35 @@ mod tests {
             self.0 += 1;
             Ok(())
         }
+    }
+
+    /// Snapshots come every `snapshot_every`, or further apart when pausing takes long; a rollback
+    /// sets the clock going again without taking its length for a pause's.
+    #[test]
+    fn snapshots_cost_at_most_a_fiftieth_of_the_run() {
+        let options = DriveOptions { snapshot_every: Some(Duration::from_secs(60)), ..DriveOptions::default() };
+        let t0 = Instant::now();
+        let mut timers = Timers::new(&options, t0);
+        let s = |secs: f64| t0 + Duration::from_secs_f64(secs);
+        assert!(!timers.snapshots.due(s(59.9)) && timers.snapshots.due(s(60.0)));
+        timers.snapshots.asked(s(60.0));
+        assert!(!timers.snapshots.due(s(100.0)), "one pause at a time");
+        timers.snapshots.taken(&options, s(60.1), true);
+        assert_eq!(timers.snapshots.next, Some(s(120.1)), "a quick pause: the next in a minute");
+        timers.snapshots.asked(s(120.1));
+        timers.snapshots.taken(&options, s(123.1), true);
+        assert_eq!(timers.snapshots.next, Some(s(273.1)), "a pause of 3 s: the next 150 s later");
+        // A checkpoint's pause, not asked for as a snapshot, keeps the last length.
+        timers.snapshots.taken(&options, s(200.0), true);
+        assert_eq!(timers.snapshots.next, Some(s(350.0)));
+        timers.snapshots.asked(s(350.0));
+        timers.snapshots.taken(&options, s(400.0), false);
+        assert_eq!(timers.snapshots.next, Some(s(550.0)), "a rollback is not a pause");
+        assert!(timers.snapshots.due(s(550.0)));
+        // Budget mode takes none.
+        let mut budget = Timers::new(&DriveOptions::default(), t0);
+        budget.snapshots.taken(&DriveOptions::default(), s(1.0), true);
+        assert!(!budget.snapshots.due(s(1e6)));
     }
 
     /// A periodic checkpoint whose output cannot be synced fails the run (the records since the

@@ -23,7 +23,8 @@
 //!
 //! # Losing a process
 //! A process that dies takes its workers' stacks with it. The coordinator keeps the last snapshot
-//! (the start of the run, or the last pause); it then moves every worker to a new epoch (messages
+//! (the start of the run, or the last pause: the driver pauses the workers of a distributed run
+//! for a snapshot every so often, besides checkpoints); it then moves every worker to a new epoch (messages
 //! of the old one are dropped), has them drop their stacks, rolls the totals back to the snapshot
 //! (the driver cuts the output back to the snapshot's length) and hands the snapshot's nodes out
 //! again. Only the work since the last snapshot is done twice, and it is counted once. A worker
@@ -58,6 +59,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// Why the workers are paused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PauseFor {
+    /// A snapshot held in memory, for rollbacks (see "Losing a process"); then the run carries on.
+    Snapshot,
     /// A checkpoint; then the run carries on.
     Checkpoint,
     /// The run stops.
@@ -70,13 +73,15 @@ pub enum PauseFor {
 
 impl PauseFor {
     /// Which of two pauses asked for wins: a failure over a stop, a stop over a checkpoint, a
-    /// checkpoint over a leave (whose leavers go when the checkpoint's pause ends).
+    /// checkpoint over a leave (whose leavers go when the checkpoint's pause ends), anything over
+    /// a snapshot (every pause takes one).
     fn rank(&self) -> u8 {
         match self {
-            PauseFor::Leave => 0,
-            PauseFor::Checkpoint => 1,
-            PauseFor::Stop(_) => 2,
-            PauseFor::Fail(_) => 3,
+            PauseFor::Snapshot => 0,
+            PauseFor::Leave => 1,
+            PauseFor::Checkpoint => 2,
+            PauseFor::Stop(_) => 3,
+            PauseFor::Fail(_) => 4,
         }
     }
 }
@@ -380,10 +385,11 @@ impl Coordinator {
     fn roll_back(&mut self, what: &str) {
         self.epoch += 1;
         self.stall = None;
-        // A stop or a failure under way is asked again after the rollback; a checkpoint is not (the
-        // rollback takes the run back to the last one), and leavers ask again (see `reset_complete`).
+        // A stop or a failure under way is asked again after the rollback; a checkpoint or a
+        // snapshot is not (the rollback takes the run back to the last one), and leavers ask again
+        // (see `reset_complete`).
         let pause_after = match self.pause.take() {
-            Some(PauseFor::Checkpoint | PauseFor::Leave) | None => {
+            Some(PauseFor::Snapshot | PauseFor::Checkpoint | PauseFor::Leave) | None => {
                 self.reset.as_mut().and_then(|r| r.pause_after.take())
             }
             other => other,
@@ -402,7 +408,7 @@ impl Coordinator {
             }
         }
         self.cancel_waves();
-        let redo = self.totals.nodes.saturating_sub(self.last.totals.nodes);
+        let (at, redo) = (self.last.totals.nodes, self.totals.nodes.saturating_sub(self.last.totals.nodes));
         match self.reset.is_some() {
             // The totals go back to the snapshot only when a rollback completes: counted once.
             true => tracing::warn!(
@@ -411,7 +417,7 @@ impl Coordinator {
             ),
             false => tracing::warn!(
                 epoch = self.epoch,
-                "{what}: back to the last snapshot (the {redo} nodes visited since are visited again)"
+                "{what}: back to the last snapshot, at {at} nodes (the {redo} visited since are visited again)"
             ),
         }
         self.reset = Some(Reset { waiting, pause_after });

@@ -895,6 +895,7 @@ enum Ev {
     },
     Wave,
     Checkpoint,
+    Snapshot,
     Kill,
     /// A process is told to stop (a signal): it asks to leave.
     Leave,
@@ -973,6 +974,8 @@ struct Params {
     /// the run without checkpoints: losing many would have it start again and again).
     lose_work: f64,
     max_lost_messages: u64,
+    /// Pauses for snapshots held in memory (no checkpoint written), this often.
+    snapshot_every: Option<u64>,
 }
 
 /// What a test exercises.
@@ -1036,6 +1039,8 @@ impl Params {
             stall: [0.0, 0.002, 0.02, 0.1][r.below(4) as usize],
             lose_work: if scenario == Scenario::LostMessages { [0.02, 0.1, 0.3][r.below(3) as usize] } else { 0.0 },
             max_lost_messages: r.range(1, 3),
+            snapshot_every: (scenario != Scenario::Quiet && r.chance(0.5))
+                .then(|| r.range(2, 12) * (wave_every + 2 * (net_min + net_jitter))),
         }
     }
 }
@@ -1175,6 +1180,8 @@ struct Sim<'w, 't> {
 struct Stats {
     events: u64,
     checkpoints: u64,
+    /// Pauses for snapshots held in memory.
+    snapshots: u64,
     rollbacks: u64,
     waves: u64,
     work_messages: u64,
@@ -1196,6 +1203,7 @@ impl Stats {
     fn add(&mut self, o: &Stats) {
         self.events += o.events;
         self.checkpoints += o.checkpoints;
+        self.snapshots += o.snapshots;
         self.rollbacks += o.rollbacks;
         self.waves += o.waves;
         self.work_messages += o.work_messages;
@@ -1268,6 +1276,9 @@ impl<'w, 't> Sim<'w, 't> {
         sim.at(p.wave_every, Ev::Wave);
         if p.checkpoints {
             sim.at(p.checkpoint_every, Ev::Checkpoint);
+        }
+        if let Some(every) = p.snapshot_every {
+            sim.at(every, Ev::Snapshot);
         }
         if p.losses {
             let at = sim.rng.range(1, p.kill_every);
@@ -1383,6 +1394,11 @@ impl<'w, 't> Sim<'w, 't> {
                     let next = self.now + self.world.params.checkpoint_every;
                     self.at(next, Ev::Checkpoint);
                 }
+                Ev::Snapshot => {
+                    self.coord.request_pause(PauseFor::Snapshot);
+                    let next = self.now + self.world.params.snapshot_every.expect("scheduled");
+                    self.at(next, Ev::Snapshot);
+                }
                 Ev::Kill => self.kill(),
                 Ev::Leave => self.ask_to_leave(),
                 Ev::Exit(p) => {
@@ -1447,7 +1463,10 @@ impl<'w, 't> Sim<'w, 't> {
                 self.world.check_snapshot(&saved.totals, &saved.jobs, "a snapshot");
                 self.last = saved.clone();
                 match why {
-                    PauseFor::Checkpoint | PauseFor::Leave => {
+                    PauseFor::Snapshot | PauseFor::Checkpoint | PauseFor::Leave => {
+                        if why == PauseFor::Snapshot {
+                            self.stats.snapshots += 1;
+                        }
                         if why == PauseFor::Checkpoint {
                             self.stats.checkpoints += 1;
                             self.checkpoint = Some(saved);
@@ -2212,7 +2231,12 @@ fn checkpoints_hold_every_node_not_counted() {
 
 #[test]
 fn lost_processes_are_rolled_back() {
-    run_seeds("losses", 1500, |seed| Params::new(seed, Scenario::Losses));
+    let (stats, all) = run_seeds("losses", 1500, |seed| Params::new(seed, Scenario::Losses));
+    if all {
+        // Rollbacks to them are checked as to any snapshot (the totals, the output, the nodes).
+        assert!(stats.snapshots > 100, "runs pause for snapshots held in memory ({})", stats.snapshots);
+        assert!(stats.rollbacks > 100, "processes are lost in many runs ({})", stats.rollbacks);
+    }
 }
 
 /// A work message lost between two live processes (their connection broke) once hung the run for

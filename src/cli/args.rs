@@ -150,6 +150,11 @@ pub struct RemoteArgs {
     /// Drop a remote worker silent this long; its jobs go back to the job list [default: 10]
     #[arg(long, value_name = "SECS", allow_hyphen_values = true, value_parser = parse_seconds)]
     pub worker_timeout: Option<Duration>,
+    /// Random polling: pause every worker every SECS seconds for a snapshot held in memory, which
+    /// a lost worker process takes the run back to (longer if pausing takes over 2% of the run)
+    /// [default: 60]
+    #[arg(long, value_name = "SECS", allow_hyphen_values = true, value_parser = parse_seconds)]
+    pub snapshot_every: Option<Duration>,
     /// Cluster launch (mpirun, srun): rank 0 runs the master, the other ranks work for it, meeting
     /// through file F on a shared file system; --workers is then the threads of every rank (default 1)
     #[arg(long, value_name = "F")]
@@ -398,7 +403,7 @@ mod tests {
         ]
     }
 
-    const SECONDS: [&str; 3] = ["--time-limit", "--checkpoint-every", "--worker-timeout"];
+    const SECONDS: [&str; 4] = ["--time-limit", "--checkpoint-every", "--worker-timeout", "--snapshot-every"];
     const OTHERS: [&str; 9] = [
         "--workers",
         "--budget",
@@ -422,7 +427,7 @@ mod tests {
                 Ok(args) => {
                     let r = &args.remote;
                     let s = &args.stopping;
-                    for d in [s.time_limit, s.checkpoint_every, r.worker_timeout].into_iter().flatten() {
+                    for d in [s.time_limit, s.checkpoint_every, r.worker_timeout, r.snapshot_every].into_iter().flatten() {
                         prop_assert!(d > Duration::ZERO);
                         prop_assert!(Instant::now().checked_add(d).is_some());
                         prop_assert!(usable_seconds(d.as_secs_f64()));

@@ -366,6 +366,7 @@ fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
                 (r.address_file.is_some(), "--address-file"),
                 (r.worker_timeout.is_some(), "--worker-timeout"),
                 (r.token_file.is_some(), "--token-file"),
+                (r.snapshot_every.is_some(), "--snapshot-every"),
             ];
             if let Some((_, option)) = given.iter().find(|(given, _)| *given) {
                 return Err(CliError::usage(format!(
@@ -396,6 +397,9 @@ fn listen_options(args: &RunArgs) -> Result<Option<ListenOptions>, CliError> {
             )));
         }
         listen.worker_timeout = t;
+    }
+    if let Some(every) = r.snapshot_every {
+        listen.snapshot_every = every;
     }
     Ok(Some(listen))
 }
@@ -715,6 +719,11 @@ fn run_mode(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunMode, Cl
     if !polling {
         if w.split.is_some() || w.start.is_some() {
             return Err(CliError::usage("--split and --start apply to --mode polling"));
+        }
+        if args.remote.snapshot_every.is_some() {
+            return Err(CliError::usage(
+                "--snapshot-every applies to --mode polling (budget mode takes no snapshots: a lost worker costs only its jobs)",
+            ));
         }
         return Ok(RunMode::Budget);
     }
