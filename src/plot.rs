@@ -233,8 +233,11 @@ where
             let top = (y_max * 2.0).min(f64::MAX / 4.0).max(bottom * 2.0);
             let mut c = chart.build_cartesian_2d(0.0..t_max, (bottom..top).log_scale())?;
             c.configure_mesh().x_desc("seconds").y_desc(panel.unit).y_label_formatter(&|y| short(*y)).draw()?;
-            let within = points.into_iter().map(|(x, y)| (x.clamp(0.0, t_max), y.max(1.0).min(top)));
-            c.draw_series(LineSeries::new(within, style))?;
+            // A run that changed mode has no budget while it polled (its rows say 0): gaps there.
+            for segment in points.split(|p| p.1 <= 0.0).filter(|s| !s.is_empty()) {
+                let within = segment.iter().map(|&(x, y)| (x.clamp(0.0, t_max), y.max(1.0).min(top)));
+                c.draw_series(LineSeries::new(within, style))?;
+            }
         } else {
             let ceiling = samples.iter().map(panel.ceiling).fold(0.0, f64::max);
             let top = if ceiling > 0.0 { ceiling.max(y_max) + 0.5 } else { y_max * 1.05 }.min(f64::MAX);
@@ -280,5 +283,26 @@ mod tests {
             plotted.unwrap();
             assert!(std::fs::read_to_string(&out).unwrap().trim_end().ends_with("</svg>"), "{name}");
         }
+    }
+
+    /// A run that polled for a while in the middle draws no budget then, rather than a budget of 1.
+    #[test]
+    fn a_run_that_changed_mode_has_a_gap_in_its_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let sample =
+            |t: f64, budget| Sample { elapsed_s: t, nodes: t, queued: 3.0, busy_workers: 1.0, workers: 2.0, budget };
+        let lines = |budgets: &[f64]| {
+            let samples: Vec<Sample> = budgets.iter().enumerate().map(|(t, &b)| sample(t as f64, b)).collect();
+            let out = dir.path().join("mixed.svg");
+            plot(&samples, "mixed", &out).unwrap();
+            // The budget's lines are the red ones.
+            std::fs::read_to_string(&out)
+                .unwrap()
+                .lines()
+                .filter(|l| l.contains("<polyline") && l.contains("#FF0000"))
+                .count()
+        };
+        assert_eq!(lines(&[100.0, 200.0, 400.0, 800.0, 400.0]), 1);
+        assert_eq!(lines(&[100.0, 200.0, 0.0, 0.0, 400.0, 800.0]), 2);
     }
 }
