@@ -1162,6 +1162,23 @@ fn a_worker_waiting_for_its_master_stops_at_once_on_a_signal() {
     assert!(log.contains("stopped before joining a run"), "{log}");
 }
 
+/// `--retry` bounds a worker's whole wait, for its token file and then its master's address file
+/// (it waited for each as long).
+#[test]
+fn a_worker_waits_for_its_token_and_its_master_no_longer_than_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let (address, token) = (dir.path().join("addr"), dir.path().join("token"));
+    let files = ["--connect-file", address.to_str().unwrap(), "--token-file", token.to_str().unwrap()];
+    let started = Instant::now();
+    let waiting = worker(&[&files[..], &["--retry", "3"]].concat());
+    std::thread::sleep(Duration::from_secs(2));
+    std::fs::write(&token, "0123456789abcdef\n").unwrap();
+    let (code, log) = worker_output(waiting);
+    let waited = started.elapsed();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(waited < Duration::from_millis(4500), "waited {waited:?} with --retry 3: {log}");
+}
+
 /// Ctrl-Z, a debugger or a batch system's suspend stops a worker for a while; when it goes on, so
 /// does its part of the run: the reads its stop interrupted are no error.
 fn a_suspended_remote_worker_carries_on(mode: &str) {

@@ -16,6 +16,7 @@ pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
     };
     let stop = bts_worker::remote::CancellationToken::default();
     crate::signals::leave_on_signal(stop.clone());
+    let started = Instant::now();
     let token = match &args.token_file {
         Some(path) => {
             // Started with its master, which makes the token as it starts: the worker waits for
@@ -29,7 +30,9 @@ pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
         None => Vec::new(),
     };
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
-    work(registry, RemoteOptions { master, token, threads, retry_for: args.retry, stop })
+    // --retry bounds the whole wait: for the token file, then for the master.
+    let retry_for = args.retry.saturating_sub(started.elapsed());
+    work(registry, RemoteOptions { master, token, threads, retry_for, stop })
 }
 
 /// Waits up to `at_most` for `path` to exist, saying so after a while; false if told to stop.
