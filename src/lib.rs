@@ -31,8 +31,8 @@ pub use bts_worker::{
 };
 pub use registry::{BuildError, Registry};
 pub use run::{
-    Finished, ListenOptions, MonitorOptions, PollingStart, ProgressMode, Run, RunError, RunMode, RunOptions, Stopper,
-    Unsaved,
+    BrokeOff, Finished, ListenOptions, MonitorOptions, PollingStart, ProgressMode, Run, RunError, RunMode, RunOptions,
+    Stopper, Unsaved,
 };
 pub use signals::stop_on_signals;
 pub use summary::{BestSummary, BudgetSummary, Summary};

@@ -47,8 +47,9 @@ pub struct FinishedMark(std::path::PathBuf);
 impl Drop for FinishedMark {
     fn drop(&mut self) {
         let text = address_file_finished(launch_id().as_deref());
-        if let Err(e) = write_atomically(&self.0, text.as_bytes(), true) {
-            tracing::warn!("cannot mark the rendezvous file {} finished: {e}", self.0.display());
+        match write_atomically(&self.0, text.as_bytes(), true) {
+            Ok(()) => tracing::debug!("marked the rendezvous file {} finished", self.0.display()),
+            Err(e) => tracing::warn!("cannot mark the rendezvous file {} finished: {e}", self.0.display()),
         }
     }
 }

@@ -164,10 +164,9 @@ pub enum RunError {
     #[error("cannot write the {0}")]
     History(std::io::Error),
     /// The run broke off as it went: its output cannot be written, or a lost worker's work cannot
-    /// be redone. `summary` says what it did up to then (outcome `failed`); the last checkpoint it
-    /// saved is whole, and `unsaved` is what a run resumed from it does again.
-    #[error("{error}")]
-    Broke { error: std::io::Error, summary: Box<Summary>, unsaved: Option<Unsaved> },
+    /// be redone ([`BrokeOff`]).
+    #[error("{}", .0.error)]
+    Broke(Box<BrokeOff>),
     /// The checkpoint to resume from cannot be read ([`load_checkpoint`](crate::load_checkpoint)).
     #[error("cannot resume: {0}")]
     Load(#[from] bts_checkpoints::LoadError),
@@ -189,6 +188,18 @@ pub struct Finished {
     /// at once takes no new one): a resumed run does it again.
     pub unsaved: Option<Unsaved>,
     /// Held for its drop, which marks a cluster launch's rendezvous file `finished`.
+    _rendezvous_end: Option<crate::remote::FinishedMark>,
+}
+
+/// A run that broke off ([`RunError::Broke`]). Like [`Finished`], it marks a cluster launch's
+/// rendezvous file `finished` once dropped: report it first.
+#[derive(Debug)]
+pub struct BrokeOff {
+    pub error: std::io::Error,
+    /// What it did up to then (outcome `failed`); the last checkpoint it saved is whole.
+    pub summary: Summary,
+    /// What a run resumed from that checkpoint does again.
+    pub unsaved: Option<Unsaved>,
     _rendezvous_end: Option<crate::remote::FinishedMark>,
 }
 
@@ -588,7 +599,8 @@ fn finished_or_broke(
         Err(error) => {
             // A stop for a failure: the summary says `failed`, not complete.
             let done = finished(Outcome::Stopped(StopReason::JobFailed), run, hooks, searcher)?;
-            Err(RunError::Broke { error, summary: Box::new(done.summary), unsaved: done.unsaved })
+            let (summary, unsaved) = (done.summary, done.unsaved);
+            Err(RunError::Broke(Box::new(BrokeOff { error, summary, unsaved, _rendezvous_end: rendezvous_end })))
         }
     }
 }

@@ -588,12 +588,16 @@ fn cluster_ranks_meet_through_the_rendezvous_file() {
     let rendezvous = dir.path().join("rendezvous");
     let summary = dir.path().join("summary.json");
     let args = ["run", "--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary.to_str().unwrap()];
-    let args: Vec<&str> = args.into_iter().chain(["uts", "--preset", "T1", "-g", "3"]).collect();
+    let args: Vec<&str> = args.into_iter().chain(["-vv", "uts", "--preset", "T1", "-g", "3"]).collect();
     let ranks: Vec<Child> = (0..3).map(|r| spawn_rank(&args, &[("OMPI_COMM_WORLD_RANK", &r.to_string())])).collect();
-    for r in ranks {
-        let (code, log) = worker_output(r);
-        assert_eq!(code, Some(0), "{log}");
-    }
+    let logs: Vec<String> = ranks
+        .into_iter()
+        .map(worker_output)
+        .map(|(code, log)| {
+            assert_eq!(code, Some(0), "{log}");
+            log
+        })
+        .collect();
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     assert_t1(&s);
     assert_eq!(s["workers"], 3);
@@ -601,10 +605,36 @@ fn cluster_ranks_meet_through_the_rendezvous_file() {
     // summary is written: a launcher that kills rank 0 as soon as a worker rank exits (mpirun
     // after Ctrl-C) once lost it so.
     assert!(std::fs::read_to_string(&rendezvous).unwrap().starts_with("finished\n"));
-    let modified = |f: &Path| std::fs::metadata(f).unwrap().modified().unwrap();
-    assert!(modified(&rendezvous) >= modified(&summary), "marked finished before the summary was written");
+    let (said, marked) = (logs[0].find("bts: complete:").unwrap(), logs[0].find("marked the rendezvous file").unwrap());
+    assert!(said < marked, "marked finished before the summary: {}", logs[0]);
     let late = bts_command().args(&args).env("PMI_RANK", "5").output().unwrap();
     assert_eq!(late.status.code(), Some(0), "{}", String::from_utf8_lossy(&late.stderr));
+}
+
+/// A launch whose run breaks off (a lost rank's records, printed on stdout, cannot be taken back)
+/// marks its rendezvous file `finished` once it has said so and written its summary, as a launch
+/// whose run ends does.
+#[test]
+fn a_launch_that_breaks_off_marks_its_rendezvous_file_after_its_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rendezvous, summary) = (dir.path().join("rendezvous"), dir.path().join("summary.json"));
+    let args = ["run", "--rendezvous", rendezvous.to_str().unwrap(), "--summary-json", summary.to_str().unwrap()];
+    let args: Vec<&str> = args.into_iter().chain(["-vv", "--mode", "polling", "queens", "--n", "15"]).collect();
+    let master = spawn_rank(&args, &[("OMPI_COMM_WORLD_RANK", "0")]);
+    let mut doomed = spawn_rank(&args, &[("OMPI_COMM_WORLD_RANK", "1")]);
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(&doomed, "-KILL");
+    doomed.wait().unwrap();
+    let (code, log) = worker_output(master);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("cannot be taken back"), "{log}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&std::fs::read_to_string(&summary).unwrap()).unwrap()["outcome"],
+        "failed"
+    );
+    assert!(std::fs::read_to_string(&rendezvous).unwrap().starts_with("finished\n"));
+    let (said, marked) = (log.find("bts: error:").unwrap(), log.find("marked the rendezvous file").unwrap());
+    assert!(said < marked, "marked finished before the error was said: {log}");
 }
 
 /// Rank 0 that cannot start the run (here a missing input file) says so in the rendezvous file:

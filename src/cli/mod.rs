@@ -77,11 +77,14 @@ pub fn main_with(registry: Registry) -> ! {
 pub fn run(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Exit {
     match run_cli(registry, args) {
         Ok(exit) => exit,
-        Err(e) => {
-            crate::logging::say!("bts: error: {}", for_this_program(&e.message));
-            e.exit
-        }
+        Err(e) => say_error(e),
     }
+}
+
+/// Prints `e` on stderr: its exit status.
+pub(crate) fn say_error(e: CliError) -> Exit {
+    crate::logging::say!("bts: error: {}", for_this_program(&e.message));
+    e.exit
 }
 
 fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Result<Exit, CliError> {

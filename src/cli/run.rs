@@ -445,15 +445,17 @@ fn execute(
     };
     let finished = match run.run_to(&mut *output) {
         Ok(finished) => finished,
-        Err(crate::RunError::Broke { error, summary, unsaved }) => {
+        Err(crate::RunError::Broke(off)) => {
             // The records written go first: a summary on stdout comes after them.
             drop(output);
-            // What the run did is told as for any failure, then why it broke off.
-            let reported = report(args, &summary);
-            return Err(match reported {
-                Ok(()) => broke(&error, unsaved),
+            // What the run did is told as for any failure, then why it broke off; then a cluster
+            // launch's rendezvous file says `finished` (`off` dropped), and its launcher may stop it.
+            let reported = report(args, &off.summary);
+            let (error, unsaved) = (&off.error, off.unsaved);
+            return Ok(super::say_error(match reported {
+                Ok(()) => broke(error, unsaved),
                 Err(e) => broke(&format!("{error}\nbts: {}", e.message), unsaved),
-            });
+            }));
         }
         Err(
             e @ (crate::RunError::Checkpoint { .. }
