@@ -589,7 +589,8 @@ impl Coordinator {
             return;
         }
         if let Some(reset) = &mut self.reset {
-            if reset.pause_after.as_ref().is_none_or(|p| why.rank() > p.rank()) {
+            // (A snapshot is not: the run goes back to one.)
+            if why != PauseFor::Snapshot && reset.pause_after.as_ref().is_none_or(|p| why.rank() > p.rank()) {
                 reset.pause_after = Some(why);
             }
             return;
