@@ -1000,10 +1000,13 @@ fn a_lost_polling_process_is_rolled_back_and_each_record_committed_once() {
 }
 
 /// Without a checkpoint, a lost process takes a polling run back to its last snapshot held in
-/// memory (every 0.2 s here), not to its start.
+/// memory (every 0.2 s here), not to its start; the output file is cut back to it.
 #[test]
 fn a_lost_polling_process_goes_back_to_the_last_snapshot_without_a_checkpoint() {
-    let run = ["--mode", "polling", "--workers", "1", "--count-only", "-vv", "--snapshot-every", "0.2"];
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.txt");
+    let run =
+        ["--mode", "polling", "--workers", "1", "--output", out.to_str().unwrap(), "-vv", "--snapshot-every", "0.2"];
     let master = Master::start(&[&run[..], &["queens", "--n", "15"]].concat());
     let mut doomed = worker(&["--connect", &master.address, "--threads", "1"]);
     std::thread::sleep(Duration::from_millis(1500));
@@ -1022,6 +1025,7 @@ fn a_lost_polling_process_goes_back_to_the_last_snapshot_without_a_checkpoint() 
     let last = log[..loss].lines().rfind(|l| l.contains("a snapshot at ")).map(|l| number_after(l, "a snapshot at "));
     assert_eq!(last, Some(back_to), "{log}");
     assert!(back_to > 0, "{log}");
+    assert_records_once(&out, 2_279_184);
 }
 
 #[test]
