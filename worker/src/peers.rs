@@ -22,6 +22,7 @@ use futures_util::StreamExt;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::ops::Range;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -63,6 +64,10 @@ struct Local {
 }
 
 impl Local {
+    fn range(&self) -> Range<u32> {
+        self.first..self.first + self.inboxes.len() as u32
+    }
+
     /// The inbox of worker `to`, if it is one of this process.
     fn inbox(&self, to: u32) -> Option<&Sender<PeerMsg>> {
         to.checked_sub(self.first).and_then(|i| self.inboxes.get(i as usize))
@@ -92,18 +97,33 @@ struct Table {
     master: Vec<PeerEntry>,
     /// Newer than the master's table (their workers come after all of its).
     introduced: Vec<PeerEntry>,
+    /// The workers of the processes in the run, this one's included, in order: thieves ask
+    /// these (the indices of processes gone stay unused, and a long run with many processes
+    /// coming and going would otherwise ask mostly nobody).
+    live: Vec<Range<u32>>,
 }
 
 impl Table {
     fn entries(&self) -> impl Iterator<Item = &PeerEntry> {
         self.master.iter().chain(&self.introduced)
     }
+
+    /// Recomputes `live` after a change, with this process's workers `local`.
+    fn changed(&mut self, local: Range<u32>) {
+        let mut live: Vec<Range<u32>> = self.entries().map(|e| e.first..e.first + e.count).collect();
+        live.push(local);
+        live.sort_by_key(|r| r.start);
+        // (The master's table lists this process too, once it has a peer server.)
+        live.dedup_by_key(|r| r.start);
+        self.live = live;
+    }
 }
 
 impl Router {
     pub fn new(token: Vec<u8>, first: u32, local: Vec<Sender<PeerMsg>>, write_timeout: Duration) -> Self {
-        let (table, address, connections) = (RwLock::default(), RwLock::default(), Mutex::new(HashMap::new()));
+        let (address, connections) = (RwLock::default(), Mutex::new(HashMap::new()));
         let local = Arc::new(Local { first, inboxes: local });
+        let table = RwLock::new(Table { live: vec![local.range()], ..Table::default() });
         Self { token, local, write_timeout, table, address, connections, unreachable: Arc::default() }
     }
 
@@ -114,6 +134,12 @@ impl Router {
         let end = end(&entries);
         table.introduced.retain(|e| e.first >= end);
         table.master = entries;
+        table.changed(self.local.range());
+        // Connections to processes gone, and what was said of them, go too (a process that comes
+        // and goes for days would otherwise leave one of each behind every time).
+        let here: HashSet<&str> = table.entries().map(|e| e.address.as_str()).collect();
+        self.connections.lock().unwrap_or_else(|e| e.into_inner()).retain(|a, _| here.contains(a.as_str()));
+        self.unreachable.lock().unwrap_or_else(|e| e.into_inner()).retain(|a| here.contains(a.as_str()));
     }
 
     /// Where this process's peer server is, to introduce it to the processes it connects to.
@@ -127,6 +153,7 @@ impl Router {
         let end = end(&table.master);
         if entry.first >= end && !table.introduced.iter().any(|e| e.first == entry.first) {
             table.introduced.push(entry);
+            table.changed(self.local.range());
         }
     }
 
@@ -198,6 +225,10 @@ impl<P: Peers> Peers for Arc<P> {
         (**self).count()
     }
 
+    fn victim(&self, me: u32, draw: &mut dyn FnMut(u32) -> u32) -> Option<u32> {
+        (**self).victim(me, draw)
+    }
+
     fn send(&self, to: u32, message: PeerMsg) {
         (**self).send(to, message)
     }
@@ -208,6 +239,11 @@ impl Peers for Router {
         let table = self.table.read().unwrap_or_else(|e| e.into_inner());
         let remote = end(table.entries());
         remote.max(self.local.first + self.local.inboxes.len() as u32)
+    }
+
+    fn victim(&self, me: u32, draw: &mut dyn FnMut(u32) -> u32) -> Option<u32> {
+        let table = self.table.read().unwrap_or_else(|e| e.into_inner());
+        crate::polling::pick(table.live.iter().cloned(), me, draw)
     }
 
     fn send(&self, to: u32, message: PeerMsg) {
@@ -698,6 +734,47 @@ mod tests {
         router.send(5, PeerMsg::Finish);
         assert_eq!(remote.recv_timeout(WAIT).unwrap(), PeerMsg::Finish);
         drop(idle);
+    }
+
+    /// Every victim a router can draw, drawing each number once.
+    fn victims(router: &Router, me: u32) -> Vec<u32> {
+        let n = std::cell::Cell::new(0);
+        let _ = router.victim(me, &mut |count| {
+            n.set(count);
+            0
+        });
+        let mut all: Vec<u32> = (0..n.get()).filter_map(|k| router.victim(me, &mut |_| k)).collect();
+        all.sort();
+        all
+    }
+
+    /// Thieves ask the workers of the processes in the run only: the indices of processes gone
+    /// stay unused, and with many come and gone, a thief once asked mostly nobody. The router
+    /// also lets go of its connections to them.
+    #[test]
+    fn thieves_ask_only_the_workers_still_in_the_run() {
+        let (server, remote) = process(b"t");
+        let (tx, _inbox) = mpsc::channel();
+        let router = Router::new(b"t".to_vec(), 7, vec![tx.clone(), tx], WAIT);
+        // Before any table: the process's own other worker.
+        assert_eq!(victims(&router, 7), vec![8]);
+        let at = |first, count, address: &str| PeerEntry { first, count, address: address.into() };
+        let five = server.address().to_string();
+        router.set_table(vec![at(0, 2, "127.0.0.1:1"), at(5, 1, &five), at(7, 2, "127.0.0.1:3")]);
+        assert_eq!(victims(&router, 7), vec![0, 1, 5, 8]);
+        router.send(5, PeerMsg::Request { from: 7, epoch: 0 });
+        assert_eq!(remote.recv_timeout(WAIT).unwrap(), PeerMsg::Request { from: 7, epoch: 0 });
+        assert!(router.connections.lock().unwrap().contains_key(&five));
+        // Processes 0..2 and 5 leave; 9..12 joins.
+        router.set_table(vec![at(7, 2, "127.0.0.1:3"), at(9, 3, "127.0.0.1:4")]);
+        assert_eq!(victims(&router, 8), vec![7, 9, 10, 11]);
+        assert!(router.connections.lock().unwrap().is_empty(), "the connection to a process gone stays");
+        // A process that introduced itself before the master's table lists it is asked too.
+        router.introduced(at(12, 1, "127.0.0.1:5"));
+        assert_eq!(victims(&router, 8), vec![7, 9, 10, 11, 12]);
+        // Alone: nobody to ask.
+        let (tx, _inbox) = mpsc::channel();
+        assert_eq!(victims(&Router::new(Vec::new(), 3, vec![tx], WAIT), 3), Vec::<u32>::new());
     }
 
     #[test]

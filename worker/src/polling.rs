@@ -38,7 +38,33 @@ pub trait Peers: Send + Sync {
     /// Workers in the run (indices `0..count`).
     fn count(&self) -> u32;
 
+    /// A worker other than `me` to ask for work, among those still in the run, each as likely
+    /// (`draw(n)` picks one of `0..n` uniformly); `None` if there is none.
+    fn victim(&self, me: u32, draw: &mut dyn FnMut(u32) -> u32) -> Option<u32> {
+        pick(std::iter::once(0..self.count()), me, draw)
+    }
+
     fn send(&self, to: u32, message: PeerMsg);
+}
+
+/// One index of the disjoint `ranges` other than `me`, each as likely (see [`Peers::victim`]).
+pub fn pick<R>(ranges: R, me: u32, draw: &mut dyn FnMut(u32) -> u32) -> Option<u32>
+where
+    R: IntoIterator<Item = std::ops::Range<u32>>,
+    R::IntoIter: Clone,
+{
+    let ranges = ranges.into_iter();
+    let others = |r: &std::ops::Range<u32>| r.len() as u32 - u32::from(r.contains(&me));
+    let n: u32 = ranges.clone().map(|r| others(&r)).sum();
+    let mut k = (n > 0).then(|| draw(n))?;
+    for r in ranges {
+        if k < others(&r) {
+            let id = r.start + k;
+            return Some(if r.contains(&me) && id >= me { id + 1 } else { id });
+        }
+        k -= others(&r);
+    }
+    None
 }
 
 /// Every worker a thread of this process.
@@ -434,9 +460,8 @@ impl Worker<'_> {
     fn find_work(&mut self) -> Option<Stop> {
         let mut pause = Duration::from_micros(20);
         loop {
-            let others = self.shared.peers.count().saturating_sub(1);
-            if others > 0 {
-                let victim = (self.me + 1 + self.rng.below(others as usize) as u32) % (others + 1);
+            let rng = &mut self.rng;
+            if let Some(victim) = self.shared.peers.victim(self.me, &mut |n| rng.below(n as usize) as u32) {
                 self.shared.peers.send(victim, PeerMsg::Request { from: self.me, epoch: self.epoch });
             }
             // Wait for the answer; meanwhile answer others (with nothing) and obey the coordinator.
@@ -751,6 +776,25 @@ mod tests {
         assert!(!solutions.is_empty(), "the solutions of the work dropped were not reported");
         tx.send(PeerMsg::Finish).unwrap();
         worker.join().unwrap();
+    }
+
+    /// A victim is any index of the ranges but the thief's own, each drawn by one number.
+    #[test]
+    fn a_victim_is_drawn_uniformly_among_the_others() {
+        let all = |ranges: Vec<std::ops::Range<u32>>, me: u32| {
+            let n = std::cell::Cell::new(0);
+            let _ = pick(ranges.clone(), me, &mut |count| {
+                n.set(count);
+                0
+            });
+            (0..n.get()).map(|k| pick(ranges.clone(), me, &mut |_| k).unwrap()).collect::<Vec<u32>>()
+        };
+        assert_eq!(all(std::iter::once(0..4).collect(), 0), vec![1, 2, 3]);
+        assert_eq!(all(std::iter::once(0..4).collect(), 2), vec![0, 1, 3]);
+        assert_eq!(all(vec![0..2, 5..6, 9..12], 10), vec![0, 1, 5, 9, 11]);
+        assert_eq!(all(vec![0..2, 9..12], 5), vec![0, 1, 9, 10, 11], "a thief not in the ranges");
+        assert_eq!(pick(std::iter::once(3..4), 3, &mut |_| unreachable!("nobody to draw")), None);
+        assert_eq!(pick(Vec::new(), 0, &mut |_| unreachable!("nobody to draw")), None);
     }
 
     /// Between processes a request can go with a broken connection: the thief, with no answer,
