@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 /// How the master reaches one worker.
 pub trait Link: Send {
-    /// Delivers a message; false if the worker is gone.
+    /// Delivers a message; false if the worker is gone. A link whose worker is gone sends
+    /// [`Event::Disconnected`] or [`Event::Left`] after the worker's last message.
     fn send(&self, message: ToWorker) -> bool;
 
     /// Cuts the worker off (it broke the protocol).
@@ -369,8 +370,11 @@ pub fn drive(
         while let Some((worker, message)) = scheduler.poll_send() {
             let delivered = links.get(&worker).is_some_and(|link| link.send(message));
             if !delivered {
+                // Its connection or thread has ended, and says so by an event (`Disconnected` or
+                // `Left`) behind whatever it reported before: that event hands its jobs back.
+                // Handled now, it took those last reports for a stranger's, and a worker that left
+                // as asked for a lost one.
                 links.remove(&worker);
-                scheduler.handle_disconnect(worker);
             }
         }
         if !scheduler.output().is_empty() {

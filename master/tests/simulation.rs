@@ -844,3 +844,71 @@ fn failures_that_come_and_go_do_not_fail_the_run() {
     let failing: std::collections::BTreeSet<u64> = log.iter().filter(|e| e.0 == Step::Failed).map(|e| e.1).collect();
     assert_eq!(failing.len(), 3, "every machine failed a job: {failing:?}");
 }
+
+/// A worker whose link is gone (its connection shut as it left the run when told to stop) still
+/// has its last reports on their way, ahead of the event that says it left: they count, and its
+/// jobs are not redone. A failed send once dropped the worker at once, which took the reports for
+/// a stranger's and redid their jobs (and logged a worker that left as asked as lost).
+#[test]
+fn the_last_reports_of_a_worker_whose_link_is_gone_count() {
+    use bts_master::{Discard, DriveOptions, Event, Link, drive};
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+
+    /// A link to a worker that has gone: it takes nothing, and keeps what it was given.
+    struct Gone(Arc<Mutex<Vec<Job>>>);
+    impl Link for Gone {
+        fn send(&self, message: ToWorker) -> bool {
+            if let ToWorker::Jobs(jobs) = message {
+                self.0.lock().unwrap().extend(jobs);
+            }
+            false
+        }
+    }
+
+    let (mut scheduler, mut runner) = six_queens_in_jobs_of_3();
+    let root = scheduler.pending_jobs()[0].node.clone();
+    let (events, rx) = mpsc::channel();
+    let given = Arc::new(Mutex::new(Vec::new()));
+    let gone = Box::new(Gone(Arc::clone(&given)));
+    events.send(Event::Joined { worker: 0, threads: 1, place: Place(1), link: gone }).unwrap();
+    let (to_b, b_inbox) = mpsc::channel::<ToWorker>();
+    let driver = std::thread::spawn(move || {
+        let options = DriveOptions { workers_may_join: true, ..DriveOptions::default() };
+        let outcome = drive(&mut scheduler, &rx, &mut Discard, &options, &mut ()).unwrap();
+        (outcome, scheduler.totals().clone())
+    });
+    // Worker 0 got the root as it went: its report, then its goodbye.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while given.lock().unwrap().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no job for the worker");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let first = given.lock().unwrap()[0].clone();
+    assert_eq!(first.node, root);
+    let mut batch = ReportBatch::default();
+    runner.run(&first, &mut batch).unwrap();
+    events.send(Event::Message(0, FromWorker::Reports(batch))).unwrap();
+    events.send(Event::Left(0)).unwrap();
+    // Worker 1 does the rest.
+    events.send(Event::Joined { worker: 1, threads: 1, place: Place(2), link: Box::new(to_b) }).unwrap();
+    let mut jobs_of_b = Vec::new();
+    while let Ok(message) = b_inbox.recv() {
+        match message {
+            ToWorker::Jobs(jobs) => {
+                let mut batch = ReportBatch::default();
+                for job in jobs {
+                    runner.run(&job, &mut batch).unwrap();
+                    jobs_of_b.push(job.node);
+                }
+                events.send(Event::Message(1, FromWorker::Reports(batch))).unwrap();
+            }
+            ToWorker::Finish => break,
+            _ => {}
+        }
+    }
+    let (outcome, totals) = driver.join().unwrap();
+    assert_eq!(outcome, Outcome::Complete);
+    assert_eq!(totals.nodes, sequential(&Recorded(Queens::new(6))).0);
+    assert!(!jobs_of_b.contains(&root), "the root, whose report came, was searched again");
+}
