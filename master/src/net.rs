@@ -11,7 +11,7 @@
 use crate::driver::{Event, Link, ProcessLink};
 use crate::scheduler::{Place, WorkerId};
 use bts_protocol::codec::{FrameCodec, MAX_FRAME, encode_frame};
-use bts_protocol::handshakes::{Handshakes, InHandshake, MAX_HANDSHAKES};
+use bts_protocol::handshakes::{AcceptFailures, Handshakes, InHandshake, MAX_HANDSHAKES};
 use bts_protocol::runtime::{block_on, runtime, shutdown_handle};
 use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
@@ -130,16 +130,17 @@ async fn accept_loop(listener: TcpListener, shared: Shared) {
     // Evictions are logged at most once a second, with how many there were.
     let mut evicted = 0u64;
     let mut last_eviction_log: Option<Instant> = None;
+    let mut failures = AcceptFailures::default();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
                 // Out of file descriptors, typically: try again once some close.
-                tracing::warn!("cannot accept a connection: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                tokio::time::sleep(failures.failed(&e, "the master")).await;
                 continue;
             }
         };
+        failures.accepted();
         let handle = match shutdown_handle(&stream) {
             Ok(h) => Arc::new(h),
             Err(e) => {

@@ -22,13 +22,13 @@ pub struct Handshakes {
 /// Failed handshakes, for the log.
 #[derive(Debug, Default)]
 struct Failures {
-    /// Why the last one logged failed, and when it was logged.
-    logged: Option<(String, Instant)>,
+    /// When the last one logged was.
+    logged: Option<Instant>,
     /// How many failed since, not logged.
     quiet: u64,
 }
 
-/// Handshakes that fail for the same reason are logged at most this often.
+/// Failed handshakes are logged at most this often.
 const FAILURES_LOGGED_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Default)]
@@ -102,11 +102,11 @@ impl InHandshake {
     }
 
     /// This connection's handshake failed (`why`): gives up its place, and logs a warning naming
-    /// `what` failed and the peer. Each reason is logged, but the same one again at most once a
-    /// second, with how many failed in between: a flood of strangers, or a peer that keeps trying
+    /// `what` failed and the peer, at most once a second, with how many failed in between: a flood
+    /// of strangers (whose reasons differ, quoting what each sent), or a peer that keeps trying
     /// with the wrong token, cannot flood the log.
     fn failed(self, peer: &str, what: &str, why: &str) {
-        match self.note_failure(why) {
+        match self.note_failure() {
             Some(0) => tracing::warn!(%peer, "{what} dropped: {why}"),
             Some(more) => tracing::warn!(%peer, "{what} dropped: {why} ({more} more failed handshakes not logged)"),
             None => tracing::debug!(%peer, "{what} dropped: {why}"),
@@ -114,16 +114,16 @@ impl InHandshake {
     }
 
     /// Counts a failure; `Some(n)` if it is to be logged, `n` failures after the last one logged.
-    fn note_failure(&self, why: &str) -> Option<u64> {
+    fn note_failure(&self) -> Option<u64> {
         let mut failures = self.list.failures.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        match &failures.logged {
-            Some((last, at)) if last == why && now.duration_since(*at) < FAILURES_LOGGED_EVERY => {
+        match failures.logged {
+            Some(at) if now.duration_since(at) < FAILURES_LOGGED_EVERY => {
                 failures.quiet += 1;
                 None
             }
             _ => {
-                failures.logged = Some((why.to_string(), now));
+                failures.logged = Some(now);
                 Some(std::mem::take(&mut failures.quiet))
             }
         }
@@ -134,6 +134,44 @@ impl Drop for InHandshake {
     fn drop(&mut self) {
         let mut open = self.list.open.lock().unwrap_or_else(|e| e.into_inner());
         open.streams.retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// A listener that cannot accept a connection (out of file descriptors, typically): it tries
+/// again after a pause that doubles up to a second, and says so at most once a minute (it said so
+/// 90 times a second).
+#[derive(Debug, Default)]
+pub struct AcceptFailures {
+    pause: Duration,
+    /// When the last failure was logged, and how many failed since.
+    logged: Option<Instant>,
+    quiet: u64,
+}
+
+/// How often failures to accept are logged.
+const ACCEPT_FAILURES_LOGGED_EVERY: Duration = Duration::from_secs(60);
+
+impl AcceptFailures {
+    /// An accept failed with `e`: how long to wait before the next. `what` names the listener.
+    pub fn failed(&mut self, e: &std::io::Error, what: &str) -> Duration {
+        self.pause = (self.pause * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let now = Instant::now();
+        match self.logged {
+            Some(at) if now.duration_since(at) < ACCEPT_FAILURES_LOGGED_EVERY => self.quiet += 1,
+            _ => {
+                let more = std::mem::take(&mut self.quiet);
+                let more =
+                    if more > 0 { format!(" ({more} more failures since the last such line)") } else { String::new() };
+                tracing::warn!("{what} cannot accept a connection: {e}{more}; trying again");
+                self.logged = Some(now);
+            }
+        }
+        self.pause
+    }
+
+    /// A connection was accepted: the next failure waits the least again.
+    pub fn accepted(&mut self) {
+        self.pause = Duration::ZERO;
     }
 }
 
@@ -173,18 +211,28 @@ mod tests {
     }
 
     #[test]
-    fn failed_handshakes_are_logged_once_a_second_for_the_same_reason() {
+    fn failures_to_accept_wait_longer_and_longer() {
+        let mut failures = AcceptFailures::default();
+        let e = std::io::Error::other("Too many open files");
+        let pauses: Vec<u128> = (0..10).map(|_| failures.failed(&e, "test").as_millis()).collect();
+        assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
+        assert!(failures.logged.is_some() && failures.quiet == 9, "logged once: {failures:?}");
+        failures.accepted();
+        assert_eq!(failures.failed(&e, "test").as_millis(), 10);
+    }
+
+    #[test]
+    fn failed_handshakes_are_logged_once_a_second() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let list = Handshakes::new(8);
-        let fail = |why: &str| {
+        let fail = || {
             let (_client, server) = pair(&listener);
-            list.admit(&server).0.note_failure(why)
+            list.admit(&server).0.note_failure()
         };
-        assert_eq!(fail("wrong token"), Some(0), "the first is logged");
-        assert_eq!((fail("wrong token"), fail("wrong token")), (None, None), "then the same reason is not");
-        assert_eq!(fail("not a bts worker"), Some(2), "another reason is, with the count of those not logged");
-        assert_eq!(fail("not a bts worker"), None);
+        assert_eq!(fail(), Some(0), "the first is logged");
+        assert_eq!((fail(), fail(), fail()), (None, None, None), "then none for a second, whatever the reason");
         std::thread::sleep(FAILURES_LOGGED_EVERY);
-        assert_eq!(fail("not a bts worker"), Some(1), "a second later, the same reason is logged again");
+        assert_eq!(fail(), Some(3), "a second later, one is, with the count of those not logged");
+        assert_eq!(fail(), None);
     }
 }

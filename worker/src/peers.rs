@@ -13,7 +13,7 @@
 
 use crate::polling::Peers;
 use bts_protocol::codec::{FrameCodec, encode_frame};
-use bts_protocol::handshakes::{Handshakes, InHandshake, MAX_HANDSHAKES};
+use bts_protocol::handshakes::{AcceptFailures, Handshakes, InHandshake, MAX_HANDSHAKES};
 use bts_protocol::polling::PeerMsg;
 use bts_protocol::runtime::{resolve, runtime, shutdown_handle};
 use bts_protocol::wire::PREAMBLE_LEN;
@@ -479,15 +479,16 @@ impl PeerServer {
         let token = Arc::new(token);
         let handshakes = Handshakes::new(MAX_HANDSHAKES);
         let accept = runtime().spawn(async move {
+            let mut failures = AcceptFailures::default();
             loop {
                 let (stream, peer) = match listener.accept().await {
                     Ok(s) => s,
                     Err(e) => {
-                        tracing::debug!("cannot accept a peer: {e}");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        tokio::time::sleep(failures.failed(&e, "the peer server")).await;
                         continue;
                     }
                 };
+                failures.accepted();
                 let Ok(handle) = shutdown_handle(&stream) else { continue };
                 let (in_handshake, _) = handshakes.admit(&handle);
                 let (token, router) = (Arc::clone(&token), Arc::clone(&router));
