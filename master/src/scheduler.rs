@@ -419,7 +419,12 @@ impl Scheduler {
     /// long against it.
     pub fn set_latency(&mut self, worker: WorkerId, rtt: std::time::Duration) {
         if let Some(slot) = self.workers.get_mut(&worker) {
-            slot.rtt_ns = rtt.as_nanos() as f64;
+            // A worker stopped for a while (Ctrl-Z, a loaded host) answers one ping seconds late:
+            // taken whole, that round trip made jobs and the work queued for it 5 times as long
+            // for a moment. The estimate rises at most twofold a ping (a slower network is
+            // followed within a few) and falls at once.
+            let measured = rtt.as_nanos() as f64;
+            slot.rtt_ns = if slot.rtt_ns > 0.0 { measured.min(slot.rtt_ns * 2.0) } else { measured };
         }
         let slowest = self.workers.values().map(|w| w.rtt_ns).fold(0.0, f64::max);
         self.budget.set_min_job_ns((slowest * MIN_JOB_ROUND_TRIPS) as u64);
@@ -873,5 +878,28 @@ impl crate::view::RunView for Scheduler {
 
     fn job_sizes(&self) -> &[u64] {
         &self.job_sizes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_late_answer_does_not_stretch_jobs() {
+        let mut scheduler = Scheduler::new(SchedulerConfig::default(), NodeBytes::from_slice(b"root"));
+        scheduler.add_worker(1, 1);
+        let rtt = |s: &Scheduler| s.workers[&1].rtt_ns;
+        let ms = std::time::Duration::from_millis;
+        scheduler.set_latency(1, ms(1));
+        assert_eq!(rtt(&scheduler), 1e6);
+        scheduler.set_latency(1, ms(5000));
+        assert_eq!(rtt(&scheduler), 2e6, "one late answer");
+        for _ in 0..12 {
+            scheduler.set_latency(1, ms(5000));
+        }
+        assert_eq!(rtt(&scheduler), 5e9, "a network that became slow");
+        scheduler.set_latency(1, ms(1));
+        assert_eq!(rtt(&scheduler), 1e6, "and fast again");
     }
 }
