@@ -202,6 +202,29 @@ fn panels(polling: bool) -> [Panel; 3] {
     ]
 }
 
+/// Points drawn of a line at most: a picture 1,000 pixels wide shows no more (a week's history
+/// has 2.4 million rows, whose SVG was 57 MB).
+const MAX_POINTS: usize = 4000;
+
+/// The points of a line to draw: all of them, or of each run of consecutive points, the lowest and
+/// the highest in the order they come, so that a spike of one row still shows.
+fn envelope(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
+    let run = points.len().div_ceil(MAX_POINTS / 2).max(1);
+    points.chunks(run).flat_map(move |chunk| {
+        if run == 1 {
+            return vec![chunk[0]];
+        }
+        let by_y = |a: &&(f64, f64), b: &&(f64, f64)| a.1.total_cmp(&b.1);
+        let (low, high) = (chunk.iter().min_by(by_y), chunk.iter().max_by(by_y));
+        let (low, high) = (*low.expect("a chunk is not empty"), *high.expect("a chunk is not empty"));
+        match low.0.total_cmp(&high.0) {
+            std::cmp::Ordering::Less => vec![low, high],
+            std::cmp::Ordering::Equal => vec![low],
+            std::cmp::Ordering::Greater => vec![high, low],
+        }
+    })
+}
+
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     samples: &[Sample],
@@ -235,7 +258,7 @@ where
             c.configure_mesh().x_desc("seconds").y_desc(panel.unit).y_label_formatter(&|y| short(*y)).draw()?;
             // A run that changed mode has no budget while it polled (its rows say 0): gaps there.
             for segment in points.split(|p| p.1 <= 0.0).filter(|s| !s.is_empty()) {
-                let within = segment.iter().map(|&(x, y)| (x.clamp(0.0, t_max), y.max(1.0).min(top)));
+                let within = envelope(segment).map(|(x, y)| (x.clamp(0.0, t_max), y.max(1.0).min(top)));
                 c.draw_series(LineSeries::new(within, style))?;
             }
         } else {
@@ -243,7 +266,7 @@ where
             let top = if ceiling > 0.0 { ceiling.max(y_max) + 0.5 } else { y_max * 1.05 }.min(f64::MAX);
             let mut c = chart.build_cartesian_2d(0.0..t_max, 0.0..top)?;
             c.configure_mesh().x_desc("seconds").y_desc(panel.unit).y_label_formatter(&|y| short(*y)).draw()?;
-            let within = points.into_iter().map(|(x, y)| (x.clamp(0.0, t_max), y.clamp(0.0, top)));
+            let within = envelope(&points).map(|(x, y)| (x.clamp(0.0, t_max), y.clamp(0.0, top)));
             c.draw_series(LineSeries::new(within, style))?;
         }
     }
@@ -283,6 +306,19 @@ mod tests {
             plotted.unwrap();
             assert!(std::fs::read_to_string(&out).unwrap().trim_end().ends_with("</svg>"), "{name}");
         }
+    }
+
+    /// A long history draws at most a few thousand points a line, its spikes kept.
+    #[test]
+    fn a_long_history_is_drawn_as_its_envelope() {
+        let points: Vec<(f64, f64)> =
+            (0..1_000_000).map(|i| (i as f64, if i == 654_321 { 1e9 } else { 5.0 })).collect();
+        let drawn: Vec<(f64, f64)> = envelope(&points).collect();
+        assert!(drawn.len() <= MAX_POINTS, "{} points", drawn.len());
+        assert!(drawn.contains(&(654_321.0, 1e9)), "the spike is lost");
+        assert!(drawn.windows(2).all(|w| w[0].0 <= w[1].0), "points in time order");
+        let few = [(0.0, 1.0), (1.0, 3.0), (2.0, 2.0)];
+        assert_eq!(envelope(&few).collect::<Vec<_>>(), few, "a short history is drawn whole");
     }
 
     /// A run that polled for a while in the middle draws no budget then, rather than a budget of 1.
