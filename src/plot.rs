@@ -214,13 +214,13 @@ fn envelope(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
         if run == 1 {
             return vec![chunk[0]];
         }
-        let by_y = |a: &&(f64, f64), b: &&(f64, f64)| a.1.total_cmp(&b.1);
-        let (low, high) = (chunk.iter().min_by(by_y), chunk.iter().max_by(by_y));
-        let (low, high) = (*low.expect("a chunk is not empty"), *high.expect("a chunk is not empty"));
-        match low.0.total_cmp(&high.0) {
-            std::cmp::Ordering::Less => vec![low, high],
-            std::cmp::Ordering::Equal => vec![low],
-            std::cmp::Ordering::Greater => vec![high, low],
+        let by_y = |a: &(usize, &(f64, f64)), b: &(usize, &(f64, f64))| a.1.1.total_cmp(&b.1.1);
+        let low = chunk.iter().enumerate().min_by(by_y).expect("a chunk is not empty");
+        let high = chunk.iter().enumerate().max_by(by_y).expect("a chunk is not empty");
+        match low.0.cmp(&high.0) {
+            std::cmp::Ordering::Less => vec![*low.1, *high.1],
+            std::cmp::Ordering::Equal => vec![*low.1],
+            std::cmp::Ordering::Greater => vec![*high.1, *low.1],
         }
     })
 }
@@ -317,6 +317,10 @@ mod tests {
         assert!(drawn.len() <= MAX_POINTS, "{} points", drawn.len());
         assert!(drawn.contains(&(654_321.0, 1e9)), "the spike is lost");
         assert!(drawn.windows(2).all(|w| w[0].0 <= w[1].0), "points in time order");
+        // Rows of one time (a history written faster than its clock ticks): the spike stays.
+        let same_time: Vec<(f64, f64)> =
+            (0..100_000).map(|i| ((i / 100) as f64, if i == 777 { 9e9 } else { 1.0 })).collect();
+        assert!(envelope(&same_time).any(|p| p == (7.0, 9e9)), "a spike at a repeated time is lost");
         let few = [(0.0, 1.0), (1.0, 3.0), (2.0, 2.0)];
         assert_eq!(envelope(&few).collect::<Vec<_>>(), few, "a short history is drawn whole");
     }

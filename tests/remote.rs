@@ -999,6 +999,17 @@ fn a_lost_polling_process_is_rolled_back_and_each_record_committed_once() {
     let _ = worker_output(late);
 }
 
+/// A listening polling run that no process has joined pauses for no snapshot: nothing can be lost.
+#[test]
+fn no_snapshot_is_taken_before_a_process_joins() {
+    let run = ["--mode", "polling", "--workers", "2", "--count-only", "-vv", "--snapshot-every", "0.05"];
+    let master = Master::start(&[&run[..], &["queens", "--n", "14"]].concat());
+    let (code, summary, log) = master.finish();
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(summary["outputs"], 365_596, "{log}");
+    assert!(!log.contains("a snapshot at "), "{log}");
+}
+
 /// Without a checkpoint, a lost process takes a polling run back to its last snapshot held in
 /// memory (every 0.2 s here), not to its start; the output file is cut back to it.
 #[test]
@@ -1009,11 +1020,13 @@ fn a_lost_polling_process_goes_back_to_the_last_snapshot_without_a_checkpoint() 
         ["--mode", "polling", "--workers", "1", "--output", out.to_str().unwrap(), "-vv", "--snapshot-every", "0.2"];
     let master = Master::start(&[&run[..], &["queens", "--n", "15"]].concat());
     let mut doomed = worker(&["--connect", &master.address, "--threads", "1"]);
-    std::thread::sleep(Duration::from_millis(1500));
+    let stays = worker(&["--connect", &master.address, "--threads", "1"]);
+    std::thread::sleep(Duration::from_millis(1200));
     signal(&doomed, "-KILL");
     doomed.wait().unwrap();
     let (code, summary, log) = master.finish();
     assert_eq!(code, Some(0), "{log}");
+    assert_eq!(worker_output(stays).0, Some(0));
     // 15-queens has 2,279,184 solutions (OEIS A000170).
     assert_eq!(summary["outputs"], 2_279_184, "{log}");
     let number_after = |text: &str, marker: &str| -> u64 {
@@ -1025,6 +1038,7 @@ fn a_lost_polling_process_goes_back_to_the_last_snapshot_without_a_checkpoint() 
     let last = log[..loss].lines().rfind(|l| l.contains("a snapshot at ")).map(|l| number_after(l, "a snapshot at "));
     assert_eq!(last, Some(back_to), "{log}");
     assert!(back_to > 0, "{log}");
+    assert!(log[loss..].contains("a snapshot at "), "no snapshot after the rollback: {log}");
     assert_records_once(&out, 2_279_184);
 }
 
@@ -1211,6 +1225,32 @@ fn a_worker_waits_for_its_token_and_its_master_no_longer_than_retry() {
     let waited = started.elapsed();
     assert_eq!(code, Some(1), "{log}");
     assert!(waited < Duration::from_millis(4500), "waited {waited:?} with --retry 3: {log}");
+}
+
+/// A long wait for the token file at the start takes nothing off later rejoins: a worker that
+/// loses its master tries again for the whole of `--retry` (it once had what the start left).
+#[test]
+fn a_worker_that_waited_long_for_its_token_rejoins_for_all_of_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let (address, token) = (dir.path().join("addr"), dir.path().join("token"));
+    let (a, t) = (address.to_str().unwrap(), token.to_str().unwrap());
+    let waiting = worker(&["--connect-file", a, "--token-file", t, "--retry", "4"]);
+    std::thread::sleep(Duration::from_secs(3));
+    let mut master = bts_command()
+        .args(["run", "--workers", "0", "--listen", "127.0.0.1:0", "--address-file", a, "--token-file", t])
+        .args(["--progress", "never", "uts", "--preset", "T1XL"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(20), || address.exists(), || "the master did not start".into());
+    std::thread::sleep(Duration::from_millis(1500));
+    master.kill().unwrap();
+    master.wait().unwrap();
+    let (code, log) = worker_output(waiting);
+    assert_eq!(code, Some(1), "{log}");
+    let again = log.split("joining its run again (for ").nth(1).expect(&log);
+    let seconds: f64 = again.split(' ').next().unwrap().parse().unwrap();
+    assert!(seconds >= 3.5, "it tries again for {seconds} s of --retry 4: {log}");
 }
 
 /// Ctrl-Z, a debugger or a batch system's suspend stops a worker for a while; when it goes on, so

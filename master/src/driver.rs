@@ -102,6 +102,13 @@ pub trait Output: Write {
     fn checksum(&self) -> Option<u32> {
         None
     }
+
+    /// Writes out what is buffered and remembers where the output is, for a rollback to cut it
+    /// back here without reading it again (a snapshot held in memory): less than a sync, which a
+    /// checkpoint needs.
+    fn mark(&mut self) -> io::Result<()> {
+        self.flush()
+    }
 }
 
 /// The moment at which the driver saves a run, for the checkpoint to record.
@@ -184,8 +191,9 @@ pub struct DriveOptions {
     /// Save the run this often without stopping it.
     pub checkpoint_every: Option<Duration>,
     /// Random polling across processes: pause every worker this often for a snapshot held in
-    /// memory, the point a lost process or work message takes the run back to. Stretched so that
-    /// pausing takes at most 1/[`SNAPSHOT_COST_SHARE`] of the run.
+    /// memory, the point a lost process or work message takes the run back to (none while no
+    /// process has joined). Stretched so that pausing takes at most 1/50 of
+    /// the run.
     pub snapshot_every: Option<Duration>,
     /// Save the run as soon as it is told to stop (a signal, the time limit, the stop file), before
     /// the jobs out with workers come back: a stop is often followed by a kill (a batch system's
@@ -212,7 +220,7 @@ struct Timers {
 
 /// A snapshot pause is stretched to come no sooner than this many times its last one's length
 /// after it: on a large or slow cluster pausing for snapshots costs at most 1/50 of the run.
-pub const SNAPSHOT_COST_SHARE: u32 = 50;
+const SNAPSHOT_COST_SHARE: u32 = 50;
 
 /// When the next snapshot pause is due (random polling across processes).
 #[derive(Default)]
@@ -619,9 +627,8 @@ pub fn drive_polling(
                         let failed = &mut timers.failed_saves;
                         save_on_the_way(coordinator, output, observer, "a periodic checkpoint", failed)?;
                     } else {
-                        // A rollback to this snapshot cuts the output back to here: an output
-                        // synced here knows its checksum here without reading itself again.
-                        output.sync()?;
+                        // A rollback to this snapshot cuts the output back to here.
+                        output.mark()?;
                     }
                     timers.snapshots.taken(options, Instant::now(), true);
                     if why == PauseFor::Snapshot {
@@ -668,8 +675,14 @@ pub fn drive_polling(
             timers.rearm_checkpoint(options, now);
         }
         if timers.snapshots.due(now) {
-            coordinator.request_pause(PauseFor::Snapshot);
-            timers.snapshots.asked(now);
+            match processes.is_empty() {
+                // Nothing can be lost until a process joins.
+                true => timers.snapshots.taken(options, now, false),
+                false => {
+                    coordinator.request_pause(PauseFor::Snapshot);
+                    timers.snapshots.asked(now);
+                }
+            }
         }
         if let Some(reason) = due.stop {
             coordinator.request_pause(PauseFor::Stop(reason));

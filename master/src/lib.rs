@@ -13,8 +13,8 @@ mod view;
 pub use best::{Best, OptimumConfig};
 pub use budget::{Assignment, BudgetConfig, BudgetController, BudgetState, CostModel};
 pub use driver::{
-    Discard, DriveOptions, Event, Link, Observer, Output, Plain, PollingRoutes, ProcessLink, SNAPSHOT_COST_SHARE,
-    SavePoint, WAVE_EVERY, drive, drive_polling,
+    Discard, DriveOptions, Event, Link, Observer, Output, Plain, PollingRoutes, ProcessLink, SavePoint, WAVE_EVERY,
+    drive, drive_polling,
 };
 pub use joblist::{JobList, Order, Pending, deal};
 pub use scheduler::{Outcome, Place, Scheduler, SchedulerConfig, StopReason, Totals, Violation, WorkerId};

@@ -505,6 +505,13 @@ impl Output for FileOutput {
         Ok(())
     }
 
+    fn mark(&mut self) -> io::Result<()> {
+        self.begin()?;
+        self.writer.flush().map_err(|e| self.named(e))?;
+        self.marks[1] = self.sum.clone();
+        Ok(())
+    }
+
     fn rewind(&mut self, len: u64) -> io::Result<()> {
         self.begin()?;
         self.writer.flush()?;

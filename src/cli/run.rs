@@ -337,7 +337,7 @@ fn rendezvous_worker(registry: &Registry, args: &RunArgs, file: &Path, rank: u64
     let retry_for = Duration::from_secs(300);
     let stop = bts_worker::remote::CancellationToken::default();
     crate::signals::leave_on_signal(stop.clone());
-    super::worker::work(registry, RemoteOptions { master, token, threads, retry_for, stop })
+    super::worker::work(registry, RemoteOptions { master, token, threads, retry_for, stop }, Duration::ZERO)
 }
 
 /// The remote-worker options of a run, checked.

@@ -30,9 +30,10 @@ pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
         None => Vec::new(),
     };
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
-    // --retry bounds the whole wait: for the token file, then for the master.
-    let retry_for = args.retry.saturating_sub(started.elapsed());
-    work(registry, RemoteOptions { master, token, threads, retry_for, stop })
+    // --retry bounds the whole wait at the start, for the token file and then the master; it is
+    // whole again for every later loss of the master.
+    let options = RemoteOptions { master, token, threads, retry_for: args.retry, stop };
+    work(registry, options, started.elapsed())
 }
 
 /// Waits up to `at_most` for `path` to exist, saying so after a while; false if told to stop.
@@ -60,8 +61,10 @@ fn wait_for_file(path: &Path, at_most: Duration, stop: &bts_worker::remote::Canc
 /// does not have): exit 2; the master unreachable or lost: exit 1. Told to stop by a signal, it
 /// leaves the run handing its work back: exit 0 too, as it did nothing wrong (launchers such as
 /// mpirun and srun take any other status for a failure of the whole job).
-/// The caller has the signals cancel `options.stop` ([`crate::signals::leave_on_signal`]).
-pub fn work(registry: &Registry, mut options: RemoteOptions) -> Result<Exit, CliError> {
+/// The caller has the signals cancel `options.stop` ([`crate::signals::leave_on_signal`]); `waited`
+/// is how long it has waited already (for a token file), which the first join takes off
+/// `options.retry_for`.
+pub fn work(registry: &Registry, mut options: RemoteOptions, waited: Duration) -> Result<Exit, CliError> {
     let build = |spec: &bts_protocol::TreeSpec| registry.build(spec).map_err(|e| e.to_string());
     // A worker that loses its master while the master lives on (a network cut, a suspended
     // machine: the master drops a worker silent for --worker-timeout), or comes back (resumed on
@@ -71,6 +74,7 @@ pub fn work(registry: &Registry, mut options: RemoteOptions) -> Result<Exit, Cli
     // series. A rank of a cluster launch tries for 10 s at most (its launcher may hold the nodes
     // until it exits).
     let retry_for = options.retry_for;
+    options.retry_for = retry_for.saturating_sub(waited);
     let mut series: Option<(Instant, u32)> = None;
     let mut last_loss = String::new();
     loop {
