@@ -624,13 +624,24 @@ impl Coordinator {
             return None;
         }
         let pending = |r: &Returned| Pending::from(r.clone());
-        let mut jobs = Vec::new();
-        for slot in self.slots.iter().filter(|s| s.live()) {
-            if let State::Paused { stack, .. } = &slot.state {
-                jobs.extend(stack.iter().map(pending));
-            }
-            jobs.extend(slot.late.iter().map(pending));
-        }
+        // Each worker's nodes, the next it would have visited first; the snapshot takes the first
+        // of every worker, then the second of every worker, and so on. A run resumed from it takes
+        // them in that order: every worker's next node first, as the paused run would have (a
+        // branch and bound resumed in budget mode otherwise searched all of one worker's nodes
+        // before the other's most promising, with a poor incumbent, and sometimes 100 times the
+        // nodes); resumed in random polling with as many workers, each gets its own back.
+        let stacks: Vec<Vec<Pending>> = (self.slots.iter().filter(|s| s.live()))
+            .map(|slot| {
+                let stack = match &slot.state {
+                    State::Paused { stack, .. } => &stack[..],
+                    _ => &[],
+                };
+                stack.iter().chain(&slot.late).map(pending).collect()
+            })
+            .collect();
+        let longest = stacks.iter().map(Vec::len).max().unwrap_or(0);
+        let mut jobs: Vec<Pending> =
+            (0..longest).flat_map(|i| stacks.iter().filter_map(move |s| s.get(i).cloned())).collect();
         // Nodes nobody has started yet: no process has joined, or every one was lost.
         match &self.start {
             Some(StartPlan::Root(root)) => jobs.push(pending(root)),
