@@ -192,8 +192,7 @@ pub struct DriveOptions {
     pub checkpoint_every: Option<Duration>,
     /// Random polling across processes: pause every worker this often for a snapshot held in
     /// memory, the point a lost process or work message takes the run back to (none while no
-    /// process has joined). Stretched so that pausing takes at most 1/50 of
-    /// the run.
+    /// process has joined). Stretched so that pausing takes at most 1/50 of the run.
     pub snapshot_every: Option<Duration>,
     /// Save the run as soon as it is told to stop (a signal, the time limit, the stop file), before
     /// the jobs out with workers come back: a stop is often followed by a kill (a batch system's
@@ -632,7 +631,7 @@ pub fn drive_polling(
                     }
                     timers.snapshots.taken(options, Instant::now(), true);
                     if why == PauseFor::Snapshot {
-                        let (nodes, waiting) = (coordinator.totals().nodes, coordinator.pending_jobs().len());
+                        let (nodes, waiting) = (coordinator.totals().nodes, coordinator.queued());
                         let took = timers.snapshots.took.as_secs_f64() * 1e3;
                         tracing::debug!("a snapshot at {nodes} nodes, {waiting} waiting (the pause took {took:.1} ms)");
                     }

@@ -11,7 +11,7 @@
 use crate::driver::{Event, Link, ProcessLink};
 use crate::scheduler::{Place, WorkerId};
 use bts_protocol::codec::{FrameCodec, MAX_FRAME, encode_frame};
-use bts_protocol::handshakes::{AcceptFailures, Handshakes, InHandshake, MAX_HANDSHAKES};
+use bts_protocol::handshakes::{AcceptFailures, Handshakes, InHandshake, MAX_HANDSHAKES, Throttle};
 use bts_protocol::runtime::{block_on, runtime, shutdown_handle};
 use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
@@ -128,8 +128,7 @@ impl Drop for Active {
 
 async fn accept_loop(listener: TcpListener, shared: Shared) {
     // Evictions are logged at most once a second, with how many there were.
-    let mut evicted = 0u64;
-    let mut last_eviction_log: Option<Instant> = None;
+    let mut evictions = Throttle::new(Duration::from_secs(1));
     let mut failures = AcceptFailures::default();
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -149,16 +148,12 @@ async fn accept_loop(listener: TcpListener, shared: Shared) {
             }
         };
         let (in_handshake, made_room) = shared.handshakes.admit(&handle);
-        if made_room {
-            evicted += 1;
-            if last_eviction_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                tracing::warn!(
-                    "{MAX_HANDSHAKES} connections in their handshake: the oldest dropped to make room \
-                     ({evicted} since the last such line)"
-                );
-                evicted = 0;
-                last_eviction_log = Some(Instant::now());
-            }
+        if let Some(quiet) = made_room.then(|| evictions.note(Instant::now())).flatten() {
+            tracing::warn!(
+                "{MAX_HANDSHAKES} connections in their handshake: the oldest dropped to make room \
+                 ({} since the last such line)",
+                quiet + 1
+            );
         }
         shared.tasks.spawn(serve_connection(stream, handle, peer.to_string(), shared.clone(), in_handshake));
     }

@@ -630,7 +630,10 @@ impl Coordinator {
         // branch and bound resumed in budget mode otherwise searched all of one worker's nodes
         // before the other's most promising, with a poor incumbent, and sometimes 100 times the
         // nodes); resumed in random polling with as many workers, each gets its own back.
-        let stacks: Vec<Vec<Pending>> = (self.slots.iter().filter(|s| s.live()))
+        let stacks: Vec<Vec<Pending>> = self
+            .slots
+            .iter()
+            .filter(|s| s.live())
             .map(|slot| {
                 let stack = match &slot.state {
                     State::Paused { stack, .. } => &stack[..],

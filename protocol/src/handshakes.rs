@@ -22,8 +22,8 @@ pub struct Handshakes {
 /// Failed handshakes, for the log.
 #[derive(Debug, Default)]
 struct Failures {
-    /// By kind of failure: when the last of that kind was logged, and how many failed since.
-    kinds: std::collections::HashMap<String, (Option<Instant>, u64)>,
+    /// By kind of failure.
+    kinds: std::collections::HashMap<String, Throttle>,
     /// Lines logged in the second that began at the instant.
     second: Option<(Instant, u32)>,
 }
@@ -128,28 +128,26 @@ impl InHandshake {
     fn note_failure(&self, why: &str) -> Option<u64> {
         let mut failures = self.list.failures.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let recent = |at: &Instant| now.duration_since(*at) < FAILURES_LOGGED_EVERY;
         if failures.kinds.len() > 64 {
-            failures.kinds.retain(|_, (at, _)| at.as_ref().is_some_and(recent));
+            failures.kinds.retain(|_, kind| kind.recent(now));
         }
         let lines = match failures.second {
-            Some((began, lines)) if recent(&began) => lines,
+            Some((began, lines)) if now.duration_since(began) < FAILURES_LOGGED_EVERY => lines,
             _ => {
                 failures.second = Some((now, 0));
                 0
             }
         };
-        let kind = failures.kinds.entry(kind(why)).or_insert((None, 0));
-        if kind.0.as_ref().is_some_and(recent) || lines >= FAILURE_LINES_A_SECOND {
-            kind.1 += 1;
+        let kind = failures.kinds.entry(kind(why)).or_insert(Throttle::new(FAILURES_LOGGED_EVERY));
+        if lines >= FAILURE_LINES_A_SECOND && !kind.recent(now) {
+            kind.quiet += 1;
             return None;
         }
-        kind.0 = Some(now);
-        let quiet = std::mem::take(&mut kind.1);
-        if let Some((_, lines)) = &mut failures.second {
+        let said = kind.note(now);
+        if let (Some(_), Some((_, lines))) = (said, &mut failures.second) {
             *lines += 1;
         }
-        Some(quiet)
+        said
     }
 }
 
@@ -160,34 +158,61 @@ impl Drop for InHandshake {
     }
 }
 
-/// A listener that cannot accept a connection (out of file descriptors, typically): it tries
-/// again after a pause that doubles up to a second, and says so at most once a minute (it said so
-/// 90 times a second).
-#[derive(Debug, Default)]
-pub struct AcceptFailures {
-    pause: Duration,
-    /// When the last failure was logged, and how many failed since.
-    logged: Option<Instant>,
+/// Says a repeated event at most once every so often, with how many times it was not said since.
+#[derive(Clone, Copy, Debug)]
+pub struct Throttle {
+    every: Duration,
+    said: Option<Instant>,
     quiet: u64,
 }
 
-/// How often failures to accept are logged.
-const ACCEPT_FAILURES_LOGGED_EVERY: Duration = Duration::from_secs(60);
+impl Throttle {
+    pub const fn new(every: Duration) -> Self {
+        Self { every, said: None, quiet: 0 }
+    }
+
+    /// The event happened at `now`: `Some(n)` if it is to be said, `n` the times it was not since
+    /// it last was.
+    pub fn note(&mut self, now: Instant) -> Option<u64> {
+        if self.recent(now) {
+            self.quiet += 1;
+            return None;
+        }
+        self.said = Some(now);
+        Some(std::mem::take(&mut self.quiet))
+    }
+
+    /// Whether it was said less than `every` before `now`.
+    fn recent(&self, now: Instant) -> bool {
+        self.said.is_some_and(|at| now.duration_since(at) < self.every)
+    }
+}
+
+/// A listener that cannot accept a connection (out of file descriptors, typically): it tries
+/// again after a pause that doubles up to a second, and says so at most once a minute (it said so
+/// 90 times a second).
+#[derive(Debug)]
+pub struct AcceptFailures {
+    pause: Duration,
+    log: Throttle,
+}
+
+impl Default for AcceptFailures {
+    fn default() -> Self {
+        Self { pause: Duration::ZERO, log: Throttle::new(Duration::from_secs(60)) }
+    }
+}
 
 impl AcceptFailures {
     /// An accept failed with `e`: how long to wait before the next. `what` names the listener.
     pub fn failed(&mut self, e: &std::io::Error, what: &str) -> Duration {
         self.pause = (self.pause * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
-        let now = Instant::now();
-        match self.logged {
-            Some(at) if now.duration_since(at) < ACCEPT_FAILURES_LOGGED_EVERY => self.quiet += 1,
-            _ => {
-                let more = std::mem::take(&mut self.quiet);
-                let more =
-                    if more > 0 { format!(" ({more} more failures since the last such line)") } else { String::new() };
-                tracing::warn!("{what} cannot accept a connection: {e}{more}; trying again");
-                self.logged = Some(now);
-            }
+        match self.log.note(Instant::now()) {
+            Some(0) => tracing::warn!("{what} cannot accept a connection: {e}; trying again"),
+            Some(more) => tracing::warn!(
+                "{what} cannot accept a connection: {e} ({more} more failures since the last such line); trying again"
+            ),
+            None => {}
         }
         self.pause
     }
@@ -239,7 +264,7 @@ mod tests {
         let e = std::io::Error::other("Too many open files");
         let pauses: Vec<u128> = (0..10).map(|_| failures.failed(&e, "test").as_millis()).collect();
         assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
-        assert!(failures.logged.is_some() && failures.quiet == 9, "logged once: {failures:?}");
+        assert!(failures.log.said.is_some() && failures.log.quiet == 9, "logged once: {failures:?}");
         failures.accepted();
         assert_eq!(failures.failed(&e, "test").as_millis(), 10);
     }
