@@ -210,10 +210,7 @@ const MAX_POINTS: usize = 4000;
 /// the highest in the order they come, so that a spike of one row still shows.
 fn envelope(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
     let run = points.len().div_ceil(MAX_POINTS / 2).max(1);
-    points.chunks(run).flat_map(move |chunk| {
-        if run == 1 {
-            return vec![chunk[0]];
-        }
+    points.chunks(run).flat_map(|chunk| {
         let by_y = |a: &(usize, &(f64, f64)), b: &(usize, &(f64, f64))| a.1.1.total_cmp(&b.1.1);
         let low = chunk.iter().enumerate().min_by(by_y).expect("a chunk is not empty");
         let high = chunk.iter().enumerate().max_by(by_y).expect("a chunk is not empty");

@@ -498,11 +498,9 @@ impl Write for FileOutput {
 
 impl Output for FileOutput {
     fn sync(&mut self) -> io::Result<()> {
-        self.begin()?;
-        self.writer.flush().and_then(|_| self.writer.get_ref().sync_data()).map_err(|e| self.named(e))?;
-        self.still_there()?;
-        self.marks[1] = self.sum.clone();
-        Ok(())
+        self.mark()?;
+        self.writer.get_ref().sync_data().map_err(|e| self.named(e))?;
+        self.still_there()
     }
 
     fn mark(&mut self) -> io::Result<()> {
