@@ -210,6 +210,9 @@ const STOP_FILE_POLL: Duration = Duration::from_millis(100);
 
 /// The driver's timers.
 struct Timers {
+    /// The time limit, until it has stopped the run (a past deadline left here would wake the
+    /// driver at once, again and again, while the jobs out come back).
+    deadline: Option<Instant>,
     tick: Option<Instant>,
     checkpoint: Option<Instant>,
     stop_file: Option<Instant>,
@@ -297,6 +300,7 @@ struct Due {
 impl Timers {
     fn new(options: &DriveOptions, now: Instant) -> Self {
         Timers {
+            deadline: options.deadline,
             tick: options.tick.map(|t| now + t),
             checkpoint: options.checkpoint_every.map(|t| now + t),
             stop_file: options.stop_file.as_ref().map(|_| now),
@@ -324,8 +328,9 @@ impl Timers {
                 self.stop_file = Some(now + STOP_FILE_POLL);
             }
         }
-        if options.deadline.is_some_and(|d| now >= d) {
+        if self.deadline.is_some_and(|d| now >= d) {
             stop.get_or_insert(StopReason::TimeLimit);
+            self.deadline = None;
         }
         Due { tick, checkpoint: self.checkpoint.is_some_and(|at| now >= at), stop }
     }
@@ -335,9 +340,9 @@ impl Timers {
     }
 
     /// When the next timer fires, or `other`.
-    fn wake(&self, options: &DriveOptions, other: Option<Instant>) -> Option<Instant> {
+    fn wake(&self, other: Option<Instant>) -> Option<Instant> {
         let snapshot = self.snapshots.next.filter(|_| self.snapshots.asked.is_none());
-        [options.deadline, self.tick, self.checkpoint, self.stop_file, snapshot, other].into_iter().flatten().min()
+        [self.deadline, self.tick, self.checkpoint, self.stop_file, snapshot, other].into_iter().flatten().min()
     }
 }
 
@@ -415,7 +420,7 @@ pub fn drive(
 
         let event = match early.pop_front() {
             Some(event) => event,
-            None => match next_event(events, timers.wake(options, None), now)? {
+            None => match next_event(events, timers.wake(None), now)? {
                 Some(event) => event,
                 None => continue,
             },
@@ -700,7 +705,7 @@ pub fn drive_polling(
             continue;
         }
 
-        let Some(event) = next_event(events, timers.wake(options, next_wave), now)? else { continue };
+        let Some(event) = next_event(events, timers.wake(next_wave), now)? else { continue };
         match event {
             Event::Poll(report) => coordinator.handle(report),
             Event::Stop(reason) => coordinator.request_pause(PauseFor::Stop(reason)),
@@ -868,6 +873,22 @@ mod tests {
         let mut budget = Timers::new(&DriveOptions::default(), t0);
         budget.snapshots.taken(&DriveOptions::default(), s(1.0), true);
         assert!(!budget.snapshots.due(s(1e6)));
+    }
+
+    /// The time limit stops the run once: after it the driver sleeps until its other timers (it
+    /// woke at once, again and again, a core spent while the jobs out came back).
+    #[test]
+    fn the_time_limit_fires_once_and_then_sleeps() {
+        let t0 = Instant::now();
+        let s = |secs: f64| t0 + Duration::from_secs_f64(secs);
+        let options =
+            DriveOptions { deadline: Some(s(1.0)), tick: Some(Duration::from_secs(5)), ..DriveOptions::default() };
+        let mut timers = Timers::new(&options, t0);
+        assert_eq!(timers.wake(None), Some(s(1.0)));
+        assert_eq!(timers.due(&options, s(0.5)).stop, None);
+        assert_eq!(timers.due(&options, s(1.0)).stop, Some(StopReason::TimeLimit));
+        assert_eq!(timers.wake(None), Some(s(5.0)), "the tick, not the past deadline");
+        assert_eq!(timers.due(&options, s(1.1)).stop, None);
     }
 
     /// A periodic checkpoint whose output cannot be synced fails the run (the records since the
