@@ -186,6 +186,33 @@ fn every_way_of_stopping_writes_a_checkpoint_that_resumes_exactly() {
     assert_eq!(s["segments"].as_u64(), Some(6));
 }
 
+/// A stop ends the jobs out at their next look, however large their budgets, and they hand back
+/// the rest of their search: the time limit holds (the first job alone is the whole tree, some 3 s
+/// on one core), and the run resumes exactly.
+#[test]
+fn a_stop_ends_jobs_of_any_budget_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("t1.ckpt");
+    let ck_s = ck.to_str().unwrap();
+    let mut args = vec!["run", "--workers", "2", "--checkpoint", ck_s, "--time-limit", "0.3"];
+    args.extend(["--budget", "inf", "--fixed-budget", "--summary-json", "-"]);
+    args.extend(SLOW_T1);
+    let o = bts(&args);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let s = summary(&o);
+    assert_eq!(s["outcome"], "time-limit", "{s}");
+    assert!(s["elapsed_s"].as_f64().unwrap() < 2.0, "{s}");
+    let held = inspect(&ck);
+    assert!(!held["complete"].as_bool().unwrap());
+    let o = bts(&["resume", ck_s, "--workers", "2", "--summary-json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&o);
+    assert_eq!(
+        (s["nodes"].as_u64(), s["leaves"].as_u64(), s["max_depth"].as_u64()),
+        (Some(4_130_071), Some(3_305_118), Some(10))
+    );
+}
+
 /// A legacy program whose tree is a root and ten leaves n0..n9, each a record. n9's job sleeps
 /// (its pid in the file `$1.pid`) unless the file `$1` exists; the others leave a file `$1.<node>`.
 const ONE_SLOW_JOB: &str = r#"#!/bin/sh

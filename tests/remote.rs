@@ -1080,12 +1080,12 @@ fn a_polling_run_that_fails_ends_its_remote_workers() {
 
 /// A run of remote workers only stops at its time limit with a checkpoint, and a resumed run,
 /// again of remote workers only, completes it exactly.
-fn remote_workers_stop_with_a_checkpoint_and_resume(mode: &str) {
+fn remote_workers_stop_with_a_checkpoint_and_resume(mode: &str, budget: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let ck = dir.path().join("run.ckpt");
     let ck_s = ck.to_str().unwrap();
     let args = ["--mode", mode, "--workers", "0", "--checkpoint", ck_s, "--time-limit", "1"];
-    let master = Master::start(&[&args[..], &["uts", "--preset", "T1", "-g", "20"]].concat());
+    let master = Master::start(&[&args[..], budget, &["uts", "--preset", "T1", "-g", "20"]].concat());
     let w = worker(&["--connect", &master.address, "--threads", "2"]);
     let (code, summary, log) = master.finish();
     assert_eq!(code, Some(3), "{log}");
@@ -1107,12 +1107,19 @@ fn remote_workers_stop_with_a_checkpoint_and_resume(mode: &str) {
 
 #[test]
 fn a_run_with_remote_workers_stops_with_a_checkpoint_and_resumes_exactly() {
-    remote_workers_stop_with_a_checkpoint_and_resume("budget");
+    remote_workers_stop_with_a_checkpoint_and_resume("budget", &[]);
+}
+
+/// A remote job without a budget ends when the run stops, handing back the rest of its search:
+/// the time limit holds (the job alone is the whole tree, some 6 s), and nothing is lost.
+#[test]
+fn a_remote_job_of_any_budget_ends_when_the_run_stops() {
+    remote_workers_stop_with_a_checkpoint_and_resume("budget", &["--budget", "inf", "--fixed-budget"]);
 }
 
 #[test]
 fn a_polling_run_with_remote_workers_stops_with_a_checkpoint_and_resumes_exactly() {
-    remote_workers_stop_with_a_checkpoint_and_resume("polling");
+    remote_workers_stop_with_a_checkpoint_and_resume("polling", &[]);
 }
 
 #[test]

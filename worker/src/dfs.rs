@@ -120,7 +120,8 @@ pub struct Job<'a, N> {
     pub depth: u32,
     pub limits: Limits,
     /// Looked at every 4,096 visited nodes: once it is true, the search ends as if its
-    /// budget were spent, and its caller drops the result (the run is over, or its master lost).
+    /// budget were spent (the run stops, and the job hands the rest of its search back; or the
+    /// run is over, or its master lost, and the result is dropped).
     pub abort: Option<&'a AtomicBool>,
 }
 

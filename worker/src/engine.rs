@@ -95,7 +95,8 @@ pub trait Searcher: Send + Sync {
     }
 
     /// The run has been told to stop: its runners may give up what would only hold the stop up
-    /// (a legacy program's failed job is not tried again).
+    /// (a tree's job ends at its next look and hands the rest back; a legacy program's failed job
+    /// is not tried again).
     fn stopping(&self) {}
 
     /// The run is over while jobs may still run (it failed, or stopped at once): their results
@@ -151,15 +152,24 @@ pub struct TreeSearcher<T, G = Enumerate, S = Loop> {
     tree: Arc<T>,
     goal: Arc<G>,
     input_digest: Option<u32>,
-    /// Set by [`Searcher::abandon`]: running jobs end within moments, their results dropped.
-    abandoned: Arc<AtomicBool>,
+    flags: Arc<JobFlags>,
     search: std::marker::PhantomData<S>,
+}
+
+/// What the run tells the jobs running: see [`Searcher::stopping`] and [`Searcher::abandon`].
+#[derive(Default)]
+struct JobFlags {
+    /// Running jobs end at their next look (within [`ABORT_CHECK`](crate::dfs::ABORT_CHECK)
+    /// nodes), handing back the rest of their search as if their budgets were spent...
+    ending: AtomicBool,
+    /// ... and their results are dropped.
+    abandoned: AtomicBool,
 }
 
 impl<T, G> TreeSearcher<T, G> {
     fn with_goal(tree: T, goal: G) -> Self {
-        let (tree, goal, abandoned) = (Arc::new(tree), Arc::new(goal), Arc::default());
-        Self { tree, goal, input_digest: None, abandoned, search: std::marker::PhantomData }
+        let (tree, goal, flags) = (Arc::new(tree), Arc::new(goal), Arc::default());
+        Self { tree, goal, input_digest: None, flags, search: std::marker::PhantomData }
     }
 }
 
@@ -180,8 +190,8 @@ impl<T: Recursive, G> TreeSearcher<T, G> {
     /// The same search, its jobs run by the tree's own recursion ([`Recursive`]); random polling
     /// and progress estimates still walk the tree through its children iterators.
     pub fn recursive(self) -> TreeSearcher<T, G, Recursion> {
-        let Self { tree, goal, input_digest, abandoned, .. } = self;
-        TreeSearcher { tree, goal, input_digest, abandoned, search: std::marker::PhantomData }
+        let Self { tree, goal, input_digest, flags, .. } = self;
+        TreeSearcher { tree, goal, input_digest, flags, search: std::marker::PhantomData }
     }
 }
 
@@ -258,7 +268,7 @@ impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> Searcher for TreeSearcher<T, G, S>
             tree,
             goal,
             settings,
-            abandoned: Arc::clone(&self.abandoned),
+            flags: Arc::clone(&self.flags),
             out: String::new(),
             found: Vec::new(),
             search: std::marker::PhantomData,
@@ -279,12 +289,20 @@ impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> Searcher for TreeSearcher<T, G, S>
         self.input_digest
     }
 
+    /// A job ends within moments, with what it searched and the rest handed back: a stop (a time
+    /// limit, a signal, a worker leaving) need not wait for budgets of any size, and loses nothing.
+    fn stopping(&self) {
+        self.flags.ending.store(true, Ordering::Relaxed);
+    }
+
     fn abandon(&self) {
-        self.abandoned.store(true, Ordering::Relaxed);
+        self.flags.abandoned.store(true, Ordering::Relaxed);
+        self.flags.ending.store(true, Ordering::Relaxed);
     }
 
     fn begin_run(&self) {
-        self.abandoned.store(false, Ordering::Relaxed);
+        self.flags.ending.store(false, Ordering::Relaxed);
+        self.flags.abandoned.store(false, Ordering::Relaxed);
     }
 }
 
@@ -292,7 +310,7 @@ struct TreeRunner<T, G, S> {
     tree: Arc<T>,
     goal: Arc<G>,
     settings: RunnerSettings,
-    abandoned: Arc<AtomicBool>,
+    flags: Arc<JobFlags>,
     /// Output records of the running job.
     out: String,
     /// Solutions the running job found.
@@ -318,7 +336,7 @@ impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> JobRunner for TreeRunner<T, G, S> 
         let mut encode_error = None;
         let returned = &mut batch.returned;
         let keep_output = self.settings.keep_output;
-        let abort = Some(&*self.abandoned);
+        let abort = Some(&self.flags.ending);
         let result = unwind::catch(|| {
             let mut give_back = |child, depth| match encode(&child) {
                 Ok(node) => returned.push(Returned { depth, node }),
@@ -335,7 +353,7 @@ impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> JobRunner for TreeRunner<T, G, S> 
         });
         let failure = match (result, encode_error) {
             // Nobody waits for it: the run is over, or the master that gave it out is lost.
-            (Ok(_), None) if self.abandoned.load(Ordering::Relaxed) => {
+            (Ok(_), None) if self.flags.abandoned.load(Ordering::Relaxed) => {
                 batch.returned.truncate(returned_before);
                 let message = "given up: the run is over, or its master lost";
                 return Err(JobFailure { given_up: true, ..fail(message.into()) });
