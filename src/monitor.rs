@@ -3,6 +3,7 @@
 
 use crate::remaining::{Guess, Remaining};
 use bts_master::{Observer, RunView};
+use bts_protocol::Budget;
 use bts_worker::Searcher;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::fs::File;
@@ -257,7 +258,7 @@ impl Monitor {
             };
             match scheduler.budget() {
                 Some(b) => {
-                    parts.extend([(3, format!("L {queued}")), (1, busy), (4, format!("b {}", human(b.base() as f64)))])
+                    parts.extend([(3, format!("L {queued}")), (1, busy), (4, format!("b {}", budget(b.base())))])
                 }
                 // Random polling: no job list and no budget, the nodes wait on the workers' stacks.
                 None => parts.extend([(3, format!("stacks {queued}")), (1, busy)]),
@@ -424,6 +425,14 @@ fn human(x: f64) -> String {
     }
 }
 
+/// A budget as `human` shows numbers, or `inf`.
+fn budget(b: u64) -> String {
+    match Budget(b) {
+        b if b.is_unlimited() => b.to_string(),
+        b => human(b.0 as f64),
+    }
+}
+
 /// 42 s, 3 min 05 s, 2 h 07 min, 3 d 04 h.
 fn duration(s: f64) -> String {
     let s = s.max(0.0).round() as u64;
@@ -454,6 +463,8 @@ mod tests {
         assert_eq!(human(999.0), "999");
         assert_eq!(human(12_345.0), "12.3k");
         assert_eq!(human(45_600_000.0), "45.60M");
+        assert_eq!(budget(392_300), "392.3k");
+        assert_eq!(budget(u64::MAX), "inf", "not 18446744.07T");
         assert_eq!(duration(42.4), "42 s");
         assert_eq!(duration(185.0), "3 min 05 s");
         assert_eq!(duration(7620.0), "2 h 07 min");

@@ -27,6 +27,22 @@ fn run_uts_t1_reports_the_published_counts_in_the_summary() {
     assert!(stderr(&o).contains("4130071 nodes"));
 }
 
+/// `--budget inf` makes the first job the whole tree: a run of several workers says so, and how to
+/// split the tree instead (queens 11 has 2,680 solutions, OEIS A000170).
+#[test]
+fn an_unlimited_first_budget_on_many_workers_is_warned_of() {
+    let warning = "with --budget inf the first job is the whole tree";
+    for (workers, extra, warned) in [("2", &[][..], true), ("1", &[], false), ("2", &["--initial-depth", "2"], false)] {
+        let mut args = vec!["run", "--workers", workers, "--budget", "inf", "--count-only", "--summary-json", "-"];
+        args.extend(extra);
+        args.extend(["queens", "--n", "11"]);
+        let o = bts(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(stderr(&o).contains(warning), warned, "{args:?}: {}", stderr(&o));
+        assert_eq!(summary(&o)["outputs"], 2_680);
+    }
+}
+
 #[test]
 fn run_options_may_follow_the_tree_options() {
     let o = bts(&["run", "uts", "--preset", "T5", "--workers", "1", "--order", "fifo", "--summary-json", "-"]);

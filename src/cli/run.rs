@@ -8,7 +8,7 @@ use super::{CliError, Exit, build_tree, print_clap_before_tree, tree_named};
 use crate::{ListenOptions, MonitorOptions, PollingStart, ProgressMode, Registry, Run, RunMode, RunOptions, SplitRule};
 use bts_checkpoints::{Checkpoint, StoredMode, write_atomically};
 use bts_master::{BudgetConfig, Discard, OptimumConfig, Order, Outcome, Output, SchedulerConfig, StopReason};
-use bts_protocol::TreeSpec;
+use bts_protocol::{Budget, TreeSpec};
 use bts_worker::remote::{MasterAddress, RemoteOptions, address_file_failed, launch_id};
 use bts_worker::{FileFrame, Searcher, digest_text};
 use clap::{CommandFactory, FromArgMatches};
@@ -48,6 +48,17 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
         options.scheduler.budget.initial = b;
     }
     crate::run::check_mode(&options, &spec, &*searcher).map_err(CliError::usage)?;
+    let budget = &options.scheduler.budget;
+    if options.mode == RunMode::Budget
+        && Budget(budget.initial).is_unlimited()
+        && budget.initial_depth.is_none()
+        && (options.workers > 1 || options.listen.is_some())
+    {
+        tracing::warn!(
+            "with --budget inf the first job is the whole tree, searched by one worker while the others wait \
+             (give --initial-depth D, without --fixed-budget, to split the tree first)"
+        );
+    }
     let output_path = args.output.output.as_deref().filter(|_| !args.output.count_only);
     files::check(args, &spec, output_path, options.checkpoint.as_deref())?;
     let _locks = lock_run_files(&options, None)?;
