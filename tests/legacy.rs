@@ -174,6 +174,7 @@ def job(node, marker):
         if mode == "slow": time.sleep(60)
         if mode == "longline": sys.stdout.write("x" * (20 << 20)); sys.stdout.flush(); time.sleep(60)
         if mode == "done0": print("done 0", flush=True); return
+        if mode == "baredone": print("done", flush=True); return
         if mode == "leaves": print("done 1 leaves=2", flush=True); return
         if mode == "shallow": print("done 1 max_depth=0", flush=True); return
         if mode == "pruned": print("done 0 pruned=1", flush=True); return
@@ -224,7 +225,7 @@ fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Opti
 fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let timeout = "took longer than --job-timeout 2 s";
-    let cases: [(&str, bool, &str); 22] = [
+    let cases: [(&str, bool, &str); 23] = [
         ("exit", true, "ended before `done` (exit status 3)"),
         ("exit", false, "ended before `done` (exit status 3)"),
         ("signal", true, "killed by signal 9"),
@@ -245,6 +246,7 @@ fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
         ("lingers", false, &format!("{timeout}: the program said `done` but did not exit")),
         ("longline", true, "a line longer than 16777216 bytes; the offending line: \"xxxx"),
         ("done0", true, "`done 0`"),
+        ("baredone", false, "not a line of the protocol: not `done <visited> [leaves=<n>]"),
         ("leaves", false, "more leaves than visited nodes; the offending line: \"done 1 leaves=2\""),
         ("shallow", true, "a deepest depth above the job's own node, at depth 1"),
         ("pruned", false, "`pruned=` in a plain enumeration, which prunes nothing"),

@@ -71,6 +71,19 @@ pub fn parse(line: &[u8]) -> Option<Line<'_>> {
     }
 }
 
+/// What a line that [`parse`] refused should have been, when it starts with a word of the
+/// protocol (`done` with no count, `unexplored` with no depth): the error says so.
+pub fn expected_form(line: &[u8]) -> Option<&'static str> {
+    let word = line.split(|&b| b == b' ').next()?;
+    match word.strip_suffix(b"\r").unwrap_or(word) {
+        b"done" => Some(
+            "`done <visited> [leaves=<n>] [max_depth=<n>] [job=<n>] [pruned=<n>]`, the count of visited nodes first",
+        ),
+        b"unexplored" => Some("`unexplored <depth> <node>`, one space apart"),
+        _ => None,
+    }
+}
+
 fn split_once(bytes: &[u8], at: u8) -> Option<(&[u8], &[u8])> {
     let i = bytes.iter().position(|&b| b == at)?;
     Some((&bytes[..i], &bytes[i + 1..]))
@@ -171,6 +184,19 @@ mod tests {
         assert_eq!(parse(b"done 5 max_depth=2"), done(5, None, Some(2), None));
         assert_eq!(parse(b"done 5 job=12 leaves=1"), done(5, Some(1), None, Some(12)));
         assert_eq!(parse(b"done\r"), None);
+    }
+
+    /// A line that starts with a word of the protocol but is not one says what it should be.
+    #[test]
+    fn malformed_lines_of_the_protocol_say_their_form() {
+        for line in [&b"done"[..], b"done\r", b"done many", b"done 3 leaves"] {
+            assert_eq!(parse(line), None);
+            assert!(expected_form(line).unwrap().starts_with("`done <visited>"), "{line:?}");
+        }
+        assert_eq!(parse(b"unexplored x n"), None);
+        assert!(expected_form(b"unexplored x n").unwrap().starts_with("`unexplored <depth> <node>`"));
+        assert_eq!(expected_form(b"hello bts"), None);
+        assert_eq!(expected_form(b""), None);
     }
 
     /// Records and nodes are bytes, carried exactly: no encoding is assumed, no \r taken away.

@@ -491,7 +491,13 @@ impl ExecRunner {
                     let what = "a `solution` line in a plain enumeration (a branch and bound needs --optimise)";
                     return Err(Failure::with_line(what, &line, program));
                 }
-                None => return Err(Failure::with_line("not a line of the protocol", &line, program)),
+                None => {
+                    let what = match lines::expected_form(&line) {
+                        Some(form) => format!("not a line of the protocol: not {form}"),
+                        None => "not a line of the protocol".to_string(),
+                    };
+                    return Err(Failure::with_line(what, &line, program));
+                }
             }
         }
     }
