@@ -8,10 +8,10 @@ fuzz_target!(|data: &[u8]| {
     let dir = std::env::temp_dir();
     let hist = dir.join(format!("bts-fuzz-hist-{}.csv", std::process::id()));
     std::fs::write(&hist, data).unwrap();
-    let Ok(samples) = bts::plot::read_hist(&hist) else { return };
-    assert!(!samples.is_empty());
+    let Ok(history) = bts::plot::read_hist(&hist) else { return };
+    assert!(history.rows() > 0);
     let out = dir.join(format!("bts-fuzz-hist-{}.svg", std::process::id()));
-    if let Err(bts::plot::PlotError::Failed(e)) = bts::plot::plot(&samples, "fuzz", &out) {
+    if let Err(bts::plot::PlotError::Failed(e)) = bts::plot::plot(&history, "fuzz", &out) {
         panic!("{e}");
     }
 });

@@ -107,9 +107,9 @@ fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Res
                     hist.display()
                 )));
             }
-            let samples = crate::plot::read_hist(&hist).map_err(CliError::usage)?;
+            let history = crate::plot::read_hist(&hist).map_err(CliError::usage)?;
             let title = format!("bts run: {}", hist.display());
-            crate::plot::plot(&samples, &title, &output).map_err(|e| match e {
+            crate::plot::plot(&history, &title, &output).map_err(|e| match e {
                 crate::plot::PlotError::Usage(e) => CliError::usage(e),
                 crate::plot::PlotError::Failed(e) => CliError::failure(e),
             })?;
