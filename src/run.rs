@@ -222,7 +222,8 @@ impl Stopper {
         !self.1
     }
 
-    /// Stop once the jobs out with workers are back.
+    /// Stop once the jobs out with workers are back: a tree's jobs end within 4,096 nodes, handing
+    /// back the rest of their search; a legacy program's at its `done`.
     pub fn stop(&self, reason: StopReason) {
         let _ = self.0.send(Event::Stop(reason));
     }
