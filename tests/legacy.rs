@@ -813,6 +813,66 @@ fn a_one_shot_program_reads_an_empty_input_and_may_end_without_a_newline() {
     assert_eq!((summary(&o)["nodes"].as_u64(), summary(&o)["outputs"].as_u64()), (Some(1), Some(1)));
 }
 
+/// A stop waits only for the legacy jobs under way: those queued at a worker go back unstarted
+/// (they ran too, holding the stop up as long again), on the master's threads and on a remote
+/// worker, and the run resumes to its exact count (a root and six leaves).
+#[test]
+fn a_stop_hands_back_the_legacy_jobs_not_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "sleepy.sh",
+        "#!/bin/sh
+if [ \"$BTS_NODE\" = root ]; then
+  for i in 1 2 3 4 5 6; do echo \"unexplored 1 c$i\"; done
+         else
+  sleep \"$NAP\"
+fi
+echo 'done 1'
+",
+    );
+    let ck = dir.path().join("run.ckpt");
+    let address = dir.path().join("address");
+    let exec = ["exec", "--", program.to_str().unwrap()];
+    for remote in [false, true] {
+        let _ = std::fs::remove_file(&ck);
+        let mut run = vec!["run", "--progress", "never", "--time-limit", "1", "--checkpoint", ck.to_str().unwrap()];
+        match remote {
+            false => run.extend(["--workers", "2"]),
+            true => {
+                run.extend(["--workers", "0", "--listen", "127.0.0.1:0", "--address-file", address.to_str().unwrap()])
+            }
+        }
+        let started = std::time::Instant::now();
+        let mut master = bts_command()
+            .env("NAP", "4")
+            .args([&run[..], &exec].concat())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let worker = remote.then(|| {
+            let mut w = bts_command();
+            w.env("NAP", "4").args(["worker", "--connect-file", address.to_str().unwrap(), "--threads", "2"]);
+            w.output().unwrap()
+        });
+        wait_bounded(&mut master, std::time::Duration::from_secs(30));
+        let o = master.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        // The jobs under way end 4 s after they started; those queued behind them took 4 s more.
+        assert!(started.elapsed() < std::time::Duration::from_secs(7), "remote {remote}: {:?}", started.elapsed());
+        if let Some(w) = worker {
+            assert_eq!(w.status.code(), Some(0), "{}", stderr(&w));
+        }
+        let o = bts_command()
+            .env("NAP", "0")
+            .args(["resume", ck.to_str().unwrap(), "--workers", "2", "--summary-json", "-"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(summary(&o)["nodes"].as_u64(), Some(7), "{}", stderr(&o));
+    }
+}
+
 /// A job that fails while the run stops is not tried again: retries would hold the stop up by
 /// `--job-timeout` each. It goes back to the job list, and the run stops as told (exit 3).
 #[test]

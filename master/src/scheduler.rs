@@ -329,6 +329,26 @@ impl Scheduler {
         }
         match message {
             FromWorker::Reports(batch) => self.commit(worker, batch).map_err(violation)?,
+            FromWorker::Unstarted(ids) => {
+                for id in &ids {
+                    match self.in_flight.get(id) {
+                        Some(job) if job.worker == worker => {}
+                        _ => return Err(violation(format!("job {} handed back is not out with this worker", id.0))),
+                    }
+                }
+                let mut sorted = ids.clone();
+                sorted.sort_unstable();
+                if sorted.windows(2).any(|w| w[0] == w[1]) {
+                    return Err(violation("a job is handed back twice".into()));
+                }
+                // The last first: with LIFO order the first is handed out first again.
+                for &id in ids.iter().rev() {
+                    let job = self.take_in_flight(worker, id).expect("checked above");
+                    self.put_back(job);
+                }
+                tracing::debug!(worker, jobs = ids.len(), "jobs not started go back to the job list as the run stops");
+                self.dispatch();
+            }
             FromWorker::Failed(failure) => {
                 let job = self.take_in_flight(worker, failure.id).map_err(violation)?;
                 let place = self.workers.get(&worker).map_or(Place::LOCAL, |s| s.place);

@@ -106,13 +106,26 @@ impl Sim {
     }
 
     fn deliver(&mut self) {
-        while let Some((id, message)) = self.scheduler.poll_send() {
-            if let Some(w) = self.workers.get_mut(&id) {
-                match message {
-                    ToWorker::Jobs(jobs) => w.queue.extend(jobs),
-                    ToWorker::Incumbent(incumbent) => w.runner.raise(incumbent),
-                    ToWorker::Finish | ToWorker::Stopping | ToWorker::Barred(_) => {}
+        loop {
+            let mut handed_back = Vec::new();
+            while let Some((id, message)) = self.scheduler.poll_send() {
+                if let Some(w) = self.workers.get_mut(&id) {
+                    match message {
+                        ToWorker::Jobs(jobs) => w.queue.extend(jobs),
+                        ToWorker::Incumbent(incumbent) => w.runner.raise(incumbent),
+                        // The first job may be under way; the others go back unstarted.
+                        ToWorker::Stopping if w.queue.len() > 1 => {
+                            handed_back.push((id, w.queue.drain(1..).map(|j| j.id).collect()));
+                        }
+                        ToWorker::Finish | ToWorker::Stopping | ToWorker::Barred(_) => {}
+                    }
                 }
+            }
+            if handed_back.is_empty() {
+                break;
+            }
+            for (id, jobs) in handed_back {
+                self.scheduler.handle_message(id, FromWorker::Unstarted(jobs)).unwrap();
             }
         }
         self.output.extend_from_slice(self.scheduler.output());
@@ -689,6 +702,48 @@ fn the_workers_holding_jobs_hear_of_a_stop_once() {
     assert_eq!(sent(&mut scheduler), vec![(holder, ToWorker::Stopping)]);
     scheduler.stop(StopReason::Signal);
     assert_eq!(sent(&mut scheduler), vec![]);
+}
+
+/// A stop takes back the jobs queued at the workers and not started, and they resume exactly; a
+/// worker that hands back a job it does not hold, or one twice, breaks the protocol.
+#[test]
+fn jobs_not_started_go_back_when_the_run_stops() {
+    let config = SchedulerConfig {
+        budget: BudgetConfig { initial: 1, fixed: true, ..Default::default() },
+        ..Default::default()
+    };
+    let (nodes, leaves, depth, records) = sequential(&Recorded(Queens::new(6)));
+    let searcher = || Box::new(TreeSearcher::new(Recorded(Queens::new(6)))) as Box<dyn Searcher>;
+    let mut sim = Sim::with(Box::new(searcher), config);
+    sim.join(1);
+    // The root's job returns its six children: jobs queue at the worker.
+    sim.run_one(0);
+    sim.flush(0);
+    let held = sim.workers[&0].queue.len();
+    assert!(held > 1, "{held} jobs queued");
+    let before = sim.scheduler.pending_jobs().len();
+    let in_flight = sim.scheduler.in_flight();
+    sim.scheduler.stop(StopReason::TimeLimit);
+    sim.deliver();
+    assert_eq!(sim.workers[&0].queue.len(), 1, "one job left under way");
+    assert_eq!(sim.scheduler.in_flight(), 1);
+    assert_eq!(sim.scheduler.pending_jobs().len(), before, "the jobs out are saved by their start nodes either way");
+    assert!(in_flight > 1);
+    // Wrong hand-backs.
+    let job = sim.workers[&0].queue[0].id;
+    let wrong =
+        |ids: Vec<bts_protocol::JobId>, sim: &mut Sim| sim.scheduler.handle_message(0, FromWorker::Unstarted(ids));
+    assert!(
+        wrong(vec![bts_protocol::JobId(999_999)], &mut sim).unwrap_err().reason.contains("not out with this worker")
+    );
+    assert!(wrong(vec![job, job], &mut sim).unwrap_err().reason.contains("twice"));
+    assert_eq!(sim.finish(), Outcome::Stopped(StopReason::TimeLimit));
+    sim.checkpoint();
+    sim.crash_and_resume();
+    assert_eq!(sim.finish(), Outcome::Complete);
+    let t = sim.scheduler.totals();
+    assert_eq!((t.nodes, t.leaves, t.max_depth, t.outputs), (nodes, Some(leaves), Some(depth), nodes));
+    assert_eq!(sim.records(), records);
 }
 
 /// What happened to a job in [`run_with_failures`].

@@ -12,8 +12,10 @@ pub enum ToWorker {
     Incumbent(Incumbent),
     /// The run is over: stop once the current message is handled.
     Finish,
-    /// The run stops: finish the jobs out, but give up whatever would only hold the stop up (a
-    /// legacy program's failed job is not tried again). Sent once, at once, to every worker.
+    /// The run stops: finish the jobs under way, but give up whatever would only hold the stop up
+    /// (a tree's job ends at its next look; a legacy program's failed job is not tried again), and
+    /// hand the jobs not started back ([`FromWorker::Unstarted`]). Sent once, at once, to every
+    /// worker that holds jobs.
     Stopping,
     /// Jobs failed here and succeeded elsewhere: this worker gets no more jobs (unless no other
     /// worker is left), and its host's set-up should be checked. Why, for its log.
@@ -28,6 +30,8 @@ pub enum FromWorker {
     /// A job that could not be run (the oracle panicked, the node could not be decoded, ...).
     /// Nothing of it is committed.
     Failed(JobFailure),
+    /// Jobs the worker held but will not start, as the run stops: they go back to the job list.
+    Unstarted(Vec<JobId>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

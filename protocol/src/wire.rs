@@ -22,7 +22,7 @@ pub const MAGIC: [u8; 8] = *b"bts-wire";
 /// Version 4 added the input digest to `Welcome` and `WorkerFrame::Leaving`; version 5
 /// `WorkerFrame::Leave`; version 6 `ToWorker::Stopping`; version 7 `JobFailure::given_up`; version
 /// 8 `ToWorker::Barred`; version 9 `Incumbent::target`.
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;
 pub const PREAMBLE_LEN: usize = 12;
 
 /// Magic and version, sent first by both sides.

@@ -1,7 +1,7 @@
 //! The loop of a worker thread: take jobs from the master, run them, send reports back in batches.
 
 use crate::JobRunner;
-use bts_protocol::{FromWorker, ReportBatch, ToWorker};
+use bts_protocol::{FromWorker, Job, ReportBatch, ToWorker};
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
@@ -77,9 +77,15 @@ pub fn run_worker(
                     runner.raise(incumbent);
                 }
                 ToWorker::Finish => return,
-                // For the searcher, which its process tells at once (a thread hears it only
-                // between jobs); a bar is the master's to log for its own threads.
-                ToWorker::Stopping | ToWorker::Barred(_) => {}
+                // The searcher heard it at once from its process (a thread hears it only between
+                // jobs): the jobs queued here go back rather than hold the stop up.
+                ToWorker::Stopping => {
+                    if !queue.is_empty() && !send(FromWorker::Unstarted(queue.drain(..).map(|j: Job| j.id).collect())) {
+                        return;
+                    }
+                }
+                // The master's to log for its own threads.
+                ToWorker::Barred(_) => {}
             }
         }
 
@@ -141,6 +147,45 @@ mod tests {
         }
     }
 
+    /// Reports each job it runs; the first one tells its worker the run stops, then that it is over.
+    struct Stopped {
+        inbox: Sender<ToWorker>,
+        ran: Vec<JobId>,
+    }
+
+    impl JobRunner for Stopped {
+        fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
+            if self.ran.is_empty() {
+                self.inbox.send(ToWorker::Stopping).unwrap();
+                self.inbox.send(ToWorker::Finish).unwrap();
+            }
+            self.ran.push(job.id);
+            Leaving { inbox: None, ran: Vec::new() }.run(job, batch)
+        }
+    }
+
+    /// A worker told that the run stops finishes the job under way and hands the queued ones back
+    /// unstarted (a legacy program's jobs would hold the stop up for as long again).
+    #[test]
+    fn a_stop_hands_the_queued_jobs_back_unstarted() {
+        let (tx, rx) = channel();
+        tx.send(ToWorker::Jobs(vec![job(1), job(2), job(3)])).unwrap();
+        let mut runner = Stopped { inbox: tx, ran: Vec::new() };
+        let mut sent = Vec::new();
+        run_worker(
+            &mut runner,
+            &rx,
+            &mut |m| {
+                sent.push(m);
+                true
+            },
+            WorkerLoop::default(),
+        );
+        assert_eq!(runner.ran, vec![JobId(1)]);
+        assert!(sent.contains(&FromWorker::Unstarted(vec![JobId(2), JobId(3)])), "{sent:?}");
+        assert!(sent.iter().any(|m| matches!(m, FromWorker::Reports(b) if b.reports[0].id == JobId(1))), "{sent:?}");
+    }
+
     fn job(id: u64) -> Job {
         let node = NodeBytes::new();
         Job { id: JobId(id), depth: 0, budget: Budget(1), max_depth: None, node, incumbent: Incumbent::NONE }
@@ -168,7 +213,7 @@ mod tests {
             .iter()
             .flat_map(|m| match m {
                 FromWorker::Reports(batch) => batch.reports.iter().map(|r| r.id).collect(),
-                FromWorker::Failed(_) => Vec::new(),
+                FromWorker::Failed(_) | FromWorker::Unstarted(_) => Vec::new(),
             })
             .collect();
         assert_eq!(reported, vec![JobId(1)]);

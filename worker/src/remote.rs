@@ -872,7 +872,13 @@ async fn read_loop(
         match frame {
             Some(MasterFrame::Message { .. }) if leaving => {}
             // At once, not after the threads' current jobs: it is about them.
-            Some(MasterFrame::Message { message: ToWorker::Stopping, .. }) => searcher.stopping(),
+            // And to the thread, between its jobs: it hands back those it has not started.
+            Some(MasterFrame::Message { thread, message: ToWorker::Stopping }) => {
+                searcher.stopping();
+                if let Some(inbox) = inboxes.get(thread as usize) {
+                    let _ = inbox.send(ToWorker::Stopping);
+                }
+            }
             // Sent to each thread: said once.
             Some(MasterFrame::Message { message: ToWorker::Barred(why), .. }) => {
                 if !std::mem::replace(&mut barred, true) {
