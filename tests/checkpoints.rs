@@ -309,6 +309,28 @@ fn a_run_quit_at_once_leaves_no_program_behind() {
     wait_until(Duration::from_secs(5), || !alive(), || format!("the job's program {pid} outlived bts by 5 s"));
 }
 
+/// A failed run leaves no program running, not even one a thread started as the run failed: the
+/// job after the failed one, on its way to start as bts killed its programs, used to outlive it
+/// (in about half the runs).
+#[test]
+fn a_failed_run_leaves_no_program_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let text = "#!/bin/sh\necho $$ >> \"$1\"\nif [ \"$BTS_NODE\" = root ]; then\n\
+                for i in 1 2 3 4 5 6; do echo \"unexplored 1 c$i\"; done\n  echo 'done 1'\nelse\n  sleep 60\nfi\n";
+    let program = script(dir.path(), "stuck.sh", text);
+    let args = ["run", "--workers", "2", "--progress", "never", "--count-only", "exec", "--job-timeout", "1"];
+    let args = [&args[..], &["--retries", "0", "--", program.to_str().unwrap(), pids.to_str().unwrap()]].concat();
+    for _ in 0..4 {
+        let o = bts(&args);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    }
+    let alive = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+    let started = std::fs::read_to_string(&pids).unwrap();
+    let outlived = || started.lines().filter(|p| alive(p)).collect::<Vec<_>>();
+    wait_until(Duration::from_secs(5), || outlived().is_empty(), || format!("programs outlived bts: {:?}", outlived()));
+}
+
 /// A program dies with bts even when bts is killed with -9 and has no time to kill it, with what
 /// it started (here a shell script's `sleep`): it would otherwise run on, to its --job-timeout,
 /// beside the resumed run doing its job again.

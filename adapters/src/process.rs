@@ -77,8 +77,17 @@ impl Program {
         let mut command = tokio::process::Command::from(std::mem::replace(command, Command::new("")));
         command.process_group(0);
         let _runtime = runtime().enter();
+        // Started and registered under one lock: bts exiting in between (a run failing while
+        // another thread starts its next job) killed its programs but this one, which outlived it.
+        let mut live = live_groups();
+        if live.exiting {
+            // bts has killed its programs: none may start after them.
+            return Err(io::Error::other("bts is exiting"));
+        }
         let mut child = command.spawn()?;
         let pid = child.id().ok_or_else(|| io::Error::other("the program exited at once"))?;
+        live.insert(pid);
+        drop(live);
         // Back to blocking descriptors, for this thread.
         let file = |fd: io::Result<OwnedFd>| fd.map(File::from);
         let stdout = file(child.stdout.take().expect("stdout is piped").into_owned_fd())?;
@@ -99,11 +108,6 @@ impl Program {
         let tag = format!("{tag} (pid {pid})");
         let stderr_task = Mutex::new(Some(runtime().spawn(async move { log_stderr(stderr, &tag, &tail, warn).await })));
         let (buf, scanned, status) = (Vec::new(), 0, None);
-        if !live_groups().insert(pid) {
-            // bts is exiting and has killed its programs: none may start after them.
-            kill_group(pid);
-            return Err(io::Error::other("bts is exiting"));
-        }
         Ok(Program {
             child,
             pid,
@@ -336,14 +340,10 @@ struct LiveGroups {
 }
 
 impl LiveGroups {
-    /// Registers a program's group; false once bts is exiting.
-    fn insert(&mut self, pid: u32) -> bool {
-        if self.exiting {
-            return false;
-        }
+    /// Registers a program's group (bts is not exiting: see [`kill_all`]).
+    fn insert(&mut self, pid: u32) {
         self.groups.insert(pid);
         self.tell_guardian('+', pid);
-        true
     }
 
     /// A program is about to be reaped, after which its id may be another process's.
