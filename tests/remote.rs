@@ -1217,6 +1217,24 @@ fn a_worker_waiting_for_its_master_stops_at_once_on_a_signal() {
     assert!(log.contains("stopped before joining a run"), "{log}");
 }
 
+/// A worker told to stop while it joins its lost master's run again says what happened, not that it
+/// never joined a run.
+#[test]
+fn a_worker_stopped_while_joining_again_says_so() {
+    let mut master = Master::start(&["--workers", "0", "uts", "--preset", "T1XL"]);
+    let w = worker(&["--connect", &master.address, "--threads", "1", "--retry", "60"]);
+    std::thread::sleep(Duration::from_secs(1));
+    signal(&master.child, "-KILL");
+    master.child.wait().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    signal(&w, "-TERM");
+    let (code, log) = worker_output(w);
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("joining its run again"), "{log}");
+    assert!(log.contains("stopped while joining the run again"), "{log}");
+    assert!(!log.contains("stopped before joining a run"), "{log}");
+}
+
 /// `--retry` bounds a worker's whole wait, for its token file and then its master's address file
 /// (it waited for each as long).
 #[test]

@@ -124,6 +124,11 @@ pub fn work(registry: &Registry, mut options: RemoteOptions, waited: Duration) -
                     "lost the master ({last_loss}), and cannot reach it again: {e}"
                 )));
             }
+            // Told to stop while joining the run again: it has none of the run's work.
+            Ok(Ended::NeverJoined) if series.is_some() => {
+                crate::logging::say!("bts: stopped while joining the run again; the master had this worker's work");
+                return Ok(Exit::Complete);
+            }
             ended => return finish(ended, &options),
         }
     }

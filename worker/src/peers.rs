@@ -286,9 +286,15 @@ impl Dialled {
                 Ok(stream) => stream,
                 Err(e) => {
                     // Work cannot move between this process and that one: say so, once, as the
-                    // run goes on without it (a process that has just left is also unreachable).
+                    // run goes on without it; a while later, as a process that has just left (at
+                    // the end of a run, every process but the last) is unreachable too, and this
+                    // one is then about to leave as well.
                     if self.unreachable.lock().unwrap_or_else(|e| e.into_inner()).insert(self.address.clone()) {
-                        tracing::warn!(peer = %self.address, "cannot reach another process's workers: {e}");
+                        let (address, why) = (self.address.clone(), e.to_string());
+                        tokio::spawn(async move {
+                            tokio::time::sleep(UNREACHABLE_SAID_AFTER).await;
+                            tracing::warn!(peer = %address, "cannot reach another process's workers: {why}");
+                        });
                     }
                     break e;
                 }
@@ -411,6 +417,9 @@ impl Dialled {
 
 /// Connections that break before taking anything are dialled again this many times in a row.
 const MAX_REDIALS: u32 = 3;
+
+/// How long after a peer turns out unreachable that is said (unless this process has ended by then).
+const UNREACHABLE_SAID_AFTER: Duration = Duration::from_secs(2);
 
 /// Whether a connection failed as one that its peer dropped does.
 fn dropped(e: &io::Error) -> bool {

@@ -565,9 +565,9 @@ async fn join(options: &RemoteOptions) -> Result<Option<Joined>, RemoteError> {
         // does not answer (stopped, overloaded) holds a worker no longer than --retry.
         let limit =
             HANDSHAKE_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())).max(Duration::from_secs(1));
-        let handshake = tokio::time::timeout(limit, handshake).await.unwrap_or_else(|_| {
-            Err(RemoteError::Lost(format!("the handshake took more than {} s", limit.as_secs_f64())))
-        });
+        let handshake = tokio::time::timeout(limit, handshake)
+            .await
+            .unwrap_or_else(|_| Err(RemoteError::Lost(format!("the handshake took more than {} s", seconds(limit)))));
         match handshake {
             Ok((welcome, frames, write)) => {
                 return Ok(Some(Joined { frames, write, handle, welcome, peer_listener: listener, token }));
