@@ -416,6 +416,9 @@ pub fn drive(
         }
         if let Some(reason) = due.stop {
             stop(scheduler, reason, output, observer, options)?;
+            // The workers and the searcher hear of it at the top of the loop, not after the next
+            // event (with long jobs out, the next tick: up to 250 ms late).
+            continue;
         }
 
         let event = match early.pop_front() {

@@ -900,6 +900,43 @@ fn failures_that_come_and_go_do_not_fail_the_run() {
     assert_eq!(failing.len(), 3, "every machine failed a job: {failing:?}");
 }
 
+/// A time limit reaches the searcher and the workers holding jobs at once, though no event comes
+/// (long jobs out): they heard of it only with the next event, or the next tick, 250 ms later.
+#[test]
+fn a_time_limit_is_told_at_once() {
+    use bts_master::{Discard, DriveOptions, Event, Observer, RunView, drive};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, mpsc};
+    use std::time::{Duration, Instant};
+
+    struct Told(Arc<AtomicBool>);
+    impl Observer for Told {
+        fn stopping(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+        fn finish(&mut self, _: &dyn RunView) {}
+    }
+
+    let (mut scheduler, _) = six_queens_in_jobs_of_3();
+    let (events, rx) = mpsc::channel();
+    let (link, inbox) = mpsc::channel::<ToWorker>();
+    events.send(Event::Joined { worker: 0, threads: 1, place: Place::LOCAL, link: Box::new(link) }).unwrap();
+    let told = Arc::new(AtomicBool::new(false));
+    let observer = Told(Arc::clone(&told));
+    let deadline = Instant::now() + Duration::from_millis(100);
+    let driver = std::thread::spawn(move || {
+        let options = DriveOptions { deadline: Some(deadline), ..DriveOptions::default() };
+        drive(&mut scheduler, &rx, &mut Discard, &options, &mut { observer }).unwrap()
+    });
+    assert!(matches!(inbox.recv().unwrap(), ToWorker::Jobs(_)));
+    // The job is never reported: only the deadline can wake the driver.
+    assert_eq!(inbox.recv_timeout(Duration::from_secs(10)), Ok(ToWorker::Stopping));
+    assert!(Instant::now() < deadline + Duration::from_secs(5));
+    assert!(told.load(Ordering::SeqCst), "the searcher was not told");
+    events.send(Event::Abort(StopReason::Signal)).unwrap();
+    assert_eq!(driver.join().unwrap(), Outcome::Stopped(StopReason::Signal));
+}
+
 /// A worker whose link is gone (its connection shut as it left the run when told to stop) still
 /// has its last reports on their way, ahead of the event that says it left: they count, and its
 /// jobs are not redone. A failed send once dropped the worker at once, which took the reports for
