@@ -23,8 +23,8 @@ pub struct Sample {
 /// rows: they are not kept); the message says what is wrong with a bad one.
 pub fn read_hist(path: &Path) -> Result<History, String> {
     let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
-    let mut lines = BufReader::new(File::open(path).map_err(cannot)?).lines();
-    let header = lines.next().ok_or_else(|| format!("{} is empty", path.display()))?.map_err(cannot)?;
+    let mut lines = Lines(BufReader::new(File::open(path).map_err(cannot)?));
+    let (header, _) = lines.next().ok_or_else(|| format!("{} is empty", path.display()))?.map_err(cannot)?;
     let header: Vec<&str> = header.split(',').collect();
     let column = |name: &str| {
         header
@@ -38,7 +38,7 @@ pub fn read_hist(path: &Path) -> Result<History, String> {
     // A row cut short, with its line number: an error unless it is the last.
     let mut short: Option<(usize, usize)> = None;
     for (i, line) in lines.enumerate() {
-        let line = line.map_err(cannot)?;
+        let (line, ended) = line.map_err(cannot)?;
         if line.trim().is_empty() {
             continue;
         }
@@ -47,7 +47,11 @@ pub fn read_hist(path: &Path) -> Result<History, String> {
             return Err(cut_short(path, at, columns, header.len()));
         }
         let fields: Vec<&str> = line.split(',').collect();
-        if fields.len() < header.len() {
+        if fields.len() > header.len() {
+            return Err(cut_short(path, line_no, fields.len(), header.len()));
+        }
+        // bts ends every row with a newline: a last line without one was cut, perhaps in a number.
+        if fields.len() < header.len() || !ended {
             short = Some((line_no, fields.len()));
             continue;
         }
@@ -73,13 +77,37 @@ pub fn read_hist(path: &Path) -> Result<History, String> {
         Some(_) if history.rows > 0 => {
             crate::logging::say!("bts: {}: its last line is cut short; plotted without it", path.display());
         }
-        Some((at, columns)) => return Err(cut_short(path, at, columns, header.len())),
+        Some(_) => return Err(format!("{} has no rows (its one row is cut short)", path.display())),
         None => {}
     }
     if history.rows == 0 {
         return Err(format!("{} has no rows", path.display()));
     }
     Ok(history)
+}
+
+/// The lines of a file, as text without their line ends, each with whether its newline was there.
+struct Lines<R>(R);
+
+impl<R: BufRead> Iterator for Lines<R> {
+    type Item = std::io::Result<(String, bool)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut line = Vec::new();
+        match self.0.read_until(b'\n', &mut line) {
+            Ok(0) => None,
+            Ok(_) => {
+                let ended = line.pop_if(|b| *b == b'\n').is_some();
+                // A file that went through an editor that ends lines with \r\n.
+                line.pop_if(|b| *b == b'\r');
+                let text = String::from_utf8(line).map_err(|_| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8")
+                });
+                Some(text.map(|t| (t, ended)))
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
 }
 
 fn cut_short(path: &Path, line: usize, columns: usize, header: usize) -> String {
@@ -95,8 +123,10 @@ pub struct History {
     t_max: f64,
     /// The most workers: the busy workers' axis goes up to it.
     workers: f64,
-    /// Every row so far says budget 0: a random-polling run (no job list, no budget).
+    /// Every row so far says budget 0: a random-polling run (no job list, no budget)...
     polling: bool,
+    /// ... or some: a run that changed mode.
+    polled: bool,
     queued: Envelope,
     busy: Envelope,
     nodes: Envelope,
@@ -113,6 +143,7 @@ impl History {
 
     pub fn push(&mut self, s: &Sample) {
         self.polling = s.budget == 0.0 && (self.polling || self.rows == 0);
+        self.polled |= s.budget == 0.0;
         self.rows += 1;
         self.t_max = self.t_max.max(s.elapsed_s);
         self.workers = self.workers.max(s.workers);
@@ -253,15 +284,13 @@ fn panels(h: &History) -> [Panel<'_>; 3] {
             },
         ];
     }
+    // A run that changed mode: its `queued` column counts the nodes on the stacks while it polled.
+    let (name, unit) = match h.polled {
+        true => ("job list |L|, and nodes on the workers' stacks while polling", "jobs (nodes) waiting"),
+        false => ("job list |L|", "jobs waiting"),
+    };
     [
-        Panel {
-            name: "job list |L|",
-            unit: "jobs waiting",
-            line: std::slice::from_ref(&h.queued),
-            color: BLUE,
-            ceiling: 0.0,
-            log: false,
-        },
+        Panel { name, unit, line: std::slice::from_ref(&h.queued), color: BLUE, ceiling: 0.0, log: false },
         busy,
         Panel { name: "budget b", unit: "nodes per job (log)", line: &h.budget, color: RED, ceiling: 0.0, log: true },
     ]
@@ -471,6 +500,17 @@ mod tests {
         assert_eq!(read_hist(&file).unwrap().rows, 10_000);
         std::fs::write(&file, format!("{text}10000.5,5\n1,2,3,4,5,6,7\n")).unwrap();
         assert!(read_hist(&file).err().unwrap().ends_with("line 10002 has 2 columns where the header has 7"));
+        // A last row whole but for its newline was cut, perhaps inside its last number.
+        std::fs::write(&file, format!("{text}10000.5,100000,1.0,5,1,2,10")).unwrap();
+        assert_eq!(read_hist(&file).unwrap().rows, 10_000);
+        // Lines ended by \r\n read as bts wrote them.
+        std::fs::write(&file, text.replace('\n', "\r\n")).unwrap();
+        assert_eq!(read_hist(&file).unwrap().rows, 10_000);
+        // More columns than the header is no row of it; a file whose one row is cut has no rows.
+        std::fs::write(&file, format!("{text}10000.5,5,1,1,1,1,1,1\n")).unwrap();
+        assert!(read_hist(&file).err().unwrap().ends_with("line 10002 has 8 columns where the header has 7"));
+        std::fs::write(&file, "elapsed_s,nodes,rate,queued,busy_workers,workers,budget\n0.25,100,1").unwrap();
+        assert!(read_hist(&file).err().unwrap().ends_with("has no rows (its one row is cut short)"));
     }
 
     /// A long, noisy history drawn as a PNG stays inside its panels: drawn 2 pixels wide, the
@@ -519,5 +559,8 @@ mod tests {
         };
         assert_eq!(lines(&[100.0, 200.0, 400.0, 800.0, 400.0]), 1);
         assert_eq!(lines(&[100.0, 200.0, 0.0, 0.0, 400.0, 800.0]), 2);
+        // Its first panel says what it shows while the run polled.
+        let svg = std::fs::read_to_string(dir.path().join("mixed.svg")).unwrap();
+        assert!(svg.contains("stacks while polling"), "{svg}");
     }
 }

@@ -77,9 +77,10 @@ pub fn expected_form(line: &[u8]) -> Option<&'static str> {
     let word = line.split(|&b| b == b' ').next()?;
     match word.strip_suffix(b"\r").unwrap_or(word) {
         b"done" => Some(
-            "`done <visited> [leaves=<n>] [max_depth=<n>] [job=<n>] [pruned=<n>]`, the count of visited nodes first",
+            "`done <visited> [leaves=<n>] [max_depth=<n>] [job=<n>]`, the count of visited nodes first (counts below \
+             2^64, depths below 2^32)",
         ),
-        b"unexplored" => Some("`unexplored <depth> <node>`, one space apart"),
+        b"unexplored" => Some("`unexplored <depth> <node>`, one space apart (a depth below 2^32)"),
         _ => None,
     }
 }
