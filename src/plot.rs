@@ -114,7 +114,7 @@ fn cut_short(path: &Path, line: usize, columns: usize, header: usize) -> String 
     format!("{}: line {line} has {columns} columns where the header has {header}", path.display())
 }
 
-/// What a plot draws of a history, taken in row by row: each line's [`Envelope`] and the axes'
+/// What a plot draws of a history, taken in row by row: each line's envelope and the axes'
 /// extent.
 #[derive(Default)]
 pub struct History {
