@@ -92,11 +92,6 @@ fn token_file(dir: &Path, name: &str, token: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
-fn assert_t1(summary: &Value) {
-    let got = (summary["nodes"].as_u64(), summary["leaves"].as_u64(), summary["max_depth"].as_u64());
-    assert_eq!(got, (Some(4_130_071), Some(3_305_118), Some(10)), "{summary}");
-}
-
 #[test]
 fn remote_workers_alone_count_exactly_and_commit_each_record_once() {
     let out = tempfile::NamedTempFile::new().unwrap();

@@ -107,3 +107,9 @@ pub fn wait_until(limit: Duration, mut done: impl FnMut() -> bool, what: impl Fn
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A summary's totals are UTS T1's published ones.
+pub fn assert_t1(summary: &Value) {
+    let got = (summary["nodes"].as_u64(), summary["leaves"].as_u64(), summary["max_depth"].as_u64());
+    assert_eq!(got, (Some(4_130_071), Some(3_305_118), Some(10)), "{summary}");
+}

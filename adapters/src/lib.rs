@@ -28,7 +28,7 @@ pub use lrs::{LrsArgs, LrsSearcher};
 pub use process::kill_all;
 
 use bts_protocol::NodeBytes;
-use bts_worker::{JobRunner, RunnerSettings, Searcher, SharedIncumbent};
+use bts_worker::{JobRunner, RunnerSettings, Searcher, SharedIncumbent, StopFlags};
 use clap::Parser;
 use runner::ExecRunner;
 use std::path::{Path, PathBuf};
@@ -91,34 +91,9 @@ pub struct ExecConfig {
     pub max_line: usize,
     /// A branch and bound (`--optimise`).
     pub optimise: bool,
-    /// The run is stopping: a failed job is not tried again, which would only hold up the stop.
-    pub stopping: std::sync::atomic::AtomicBool,
-    /// The run is over: a job still running is given up (see `Searcher::abandon`).
-    pub abandoned: std::sync::atomic::AtomicBool,
-}
-
-impl ExecConfig {
-    /// See `Searcher::stopping`.
-    pub(crate) fn stopping(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
-    }
-
-    /// See `Searcher::abandon`: the run stops too.
-    pub(crate) fn abandon(&self) {
-        self.stopping();
-        self.abandoned.store(true, Ordering::Relaxed);
-    }
-
-    /// A new run: the last one's stop no longer holds.
-    pub(crate) fn begin_run(&self) {
-        self.stopping.store(false, Ordering::Relaxed);
-        self.abandoned.store(false, Ordering::Relaxed);
-    }
-
-    /// The run is over: jobs still running are given up.
-    pub(crate) fn abandoned(&self) -> bool {
-        self.abandoned.load(Ordering::Relaxed)
-    }
+    /// The run stops (a failed job is not tried again, which would only hold up the stop), or is
+    /// over (a job still running is given up).
+    pub flags: StopFlags,
 }
 
 /// The `exec` tree.
@@ -151,8 +126,7 @@ impl ExecSearcher {
             job_timeout: Duration::from_secs_f64(args.job_timeout),
             max_line: MAX_LINE,
             optimise: args.optimise,
-            stopping: Default::default(),
-            abandoned: Default::default(),
+            flags: StopFlags::default(),
         };
         Ok(Self { config: Arc::new(config), runners: AtomicUsize::new(0), incumbent: Arc::default() })
     }
@@ -164,15 +138,15 @@ impl Searcher for ExecSearcher {
     }
 
     fn stopping(&self) {
-        self.config.stopping();
+        self.config.flags.stop();
     }
 
     fn abandon(&self) {
-        self.config.abandon();
+        self.config.flags.abandon();
     }
 
     fn begin_run(&self) {
-        self.config.begin_run();
+        self.config.flags.begin_run();
     }
 
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {

@@ -266,7 +266,7 @@ impl ExecRunner {
                 Next::TooLong(l) => return Err(Failure::with_line("a line after `done`", &l, program)),
                 Next::Eof => break,
                 Next::Timeout if program.exited() => break,
-                Next::Timeout if self.config.abandoned() => return Err(Failure::new("the run is over", program)),
+                Next::Timeout if self.config.flags.abandoned() => return Err(Failure::new("the run is over", program)),
                 Next::Timeout if Instant::now() >= deadline => return Err(Failure::new(lingers(), program)),
                 Next::Timeout => {}
             }
@@ -361,7 +361,7 @@ impl ExecRunner {
                     let between_jobs = after_last && status.is_some_and(|s| s.success());
                     return Err(Failure { between_jobs, ..Failure::new(what, program) });
                 }
-                Next::Timeout if self.config.abandoned() => {
+                Next::Timeout if self.config.flags.abandoned() => {
                     return Err(Failure::new("the run is over", program));
                 }
                 Next::Timeout if Instant::now() < deadline => {
@@ -546,7 +546,7 @@ pub(crate) fn unpassable(node: &[u8], args: &[String]) -> Option<String> {
 pub(crate) fn next_unless_abandoned(program: &mut Program, deadline: Instant, config: &ExecConfig) -> Option<Next> {
     loop {
         match program.next(deadline.min(Instant::now() + EXIT_CHECK)) {
-            Next::Timeout if config.abandoned() => return None,
+            Next::Timeout if config.flags.abandoned() => return None,
             Next::Timeout if Instant::now() < deadline => {}
             next => return Some(next),
         }
@@ -579,7 +579,7 @@ pub(crate) fn with_retries(
     mut attempt: impl FnMut() -> Result<(), Failure>,
 ) -> Result<(), JobFailure> {
     let retries = config.retries;
-    let stopping = || config.stopping.load(std::sync::atomic::Ordering::Relaxed);
+    let stopping = || config.flags.stopping();
     let mut attempts = 0;
     // A node may be long: messages show its start.
     let node = shorten(&format!("{node:?}"), 200);
@@ -588,7 +588,7 @@ pub(crate) fn with_retries(
             Ok(()) => return Ok(()),
             // bts killed its programs as it exits, or the run is over: nothing failed, and nobody
             // waits for the job.
-            Err(f) if crate::process::exiting() || config.abandoned() => {
+            Err(f) if crate::process::exiting() || config.flags.abandoned() => {
                 return Err(JobFailure { id: job.id, node, message: f.what, given_up: true });
             }
             Err(f) if attempts < retries && !f.beyond_retry && !stopping() => {

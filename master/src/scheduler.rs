@@ -330,17 +330,12 @@ impl Scheduler {
         match message {
             FromWorker::Reports(batch) => self.commit(worker, batch).map_err(violation)?,
             FromWorker::Unstarted(ids) => {
-                for id in &ids {
-                    match self.in_flight.get(id) {
-                        Some(job) if job.worker == worker => {}
-                        _ => return Err(violation(format!("job {} handed back is not out with this worker", id.0))),
-                    }
-                }
-                let mut sorted = ids.clone();
-                sorted.sort_unstable();
-                if sorted.windows(2).any(|w| w[0] == w[1]) {
-                    return Err(violation("a job is handed back twice".into()));
-                }
+                self.held(worker, &ids).map_err(|m| {
+                    violation(match m {
+                        Misheld::NotOut(id) => format!("job {} handed back is not out with this worker", id.0),
+                        Misheld::Twice => "a job is handed back twice".into(),
+                    })
+                })?;
                 // The last first: with LIFO order the first is handed out first again.
                 for &id in ids.iter().rev() {
                     let job = self.take_in_flight(worker, id).expect("checked above");
@@ -549,20 +544,29 @@ impl Scheduler {
         Ok(job)
     }
 
+    /// Checks that the jobs `ids` a worker names are out with it, each named once.
+    fn held(&self, worker: WorkerId, ids: &[JobId]) -> Result<(), Misheld> {
+        if let Some(&id) = ids.iter().find(|id| self.in_flight.get(id).is_none_or(|job| job.worker != worker)) {
+            return Err(Misheld::NotOut(id));
+        }
+        let mut sorted = ids.to_vec();
+        sorted.sort_unstable();
+        match sorted.windows(2).any(|w| w[0] == w[1]) {
+            true => Err(Misheld::Twice),
+            false => Ok(()),
+        }
+    }
+
     /// Checks a whole batch, then commits it.
     fn commit(&mut self, worker: WorkerId, batch: ReportBatch) -> Result<(), String> {
         batch.validate().map_err(|e| e.to_string())?;
-        let mut ids: Vec<u64> = Vec::with_capacity(batch.reports.len());
+        let ids: Vec<JobId> = batch.reports.iter().map(|r| r.id).collect();
+        self.held(worker, &ids).map_err(|m| match m {
+            Misheld::NotOut(id) => format!("report for job {} which is not out with this worker", id.0),
+            Misheld::Twice => "a job is reported twice".into(),
+        })?;
         for r in &batch.reports {
-            match self.in_flight.get(&r.id) {
-                Some(job) if job.worker == worker => check_report(r, job.depth)?,
-                _ => return Err(format!("report for job {} which is not out with this worker", r.id.0)),
-            }
-            ids.push(r.id.0);
-        }
-        ids.sort_unstable();
-        if ids.windows(2).any(|w| w[0] == w[1]) {
-            return Err("a job is reported twice".into());
+            check_report(r, self.in_flight[&r.id].depth)?;
         }
         if let Some(id) = self.overflowing(&batch.reports) {
             // A misreport (a legacy program's `done 18446744073709551615`, say): the job fails, and
@@ -816,6 +820,12 @@ fn add_counters(totals: &mut Vec<u64>, job: &[u64]) {
     for (t, c) in totals.iter_mut().zip(job) {
         *t += c;
     }
+}
+
+/// What is wrong with the jobs a worker names (see `Scheduler::held`).
+enum Misheld {
+    NotOut(JobId),
+    Twice,
 }
 
 /// A report must describe a plausible run of its job. Budgets are soft: a job may visit more nodes

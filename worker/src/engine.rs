@@ -152,18 +152,48 @@ pub struct TreeSearcher<T, G = Enumerate, S = Loop> {
     tree: Arc<T>,
     goal: Arc<G>,
     input_digest: Option<u32>,
-    flags: Arc<JobFlags>,
+    flags: Arc<StopFlags>,
     search: std::marker::PhantomData<S>,
 }
 
-/// What the run tells the jobs running: see [`Searcher::stopping`] and [`Searcher::abandon`].
-#[derive(Default)]
-struct JobFlags {
-    /// Running jobs end at their next look (within [`ABORT_CHECK`](crate::dfs::ABORT_CHECK)
-    /// nodes), handing back the rest of their search as if their budgets were spent...
-    ending: AtomicBool,
-    /// ... and their results are dropped.
+/// What a run tells the jobs running, for a [`Searcher`] to keep: it stops
+/// ([`Searcher::stopping`]), or is over ([`Searcher::abandon`]: it stops too).
+#[derive(Debug, Default)]
+pub struct StopFlags {
+    stopping: AtomicBool,
     abandoned: AtomicBool,
+}
+
+impl StopFlags {
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    pub fn abandon(&self) {
+        self.abandoned.store(true, Ordering::Relaxed);
+        self.stop();
+    }
+
+    /// A new run: the last one's stop no longer holds.
+    pub fn begin_run(&self) {
+        self.stopping.store(false, Ordering::Relaxed);
+        self.abandoned.store(false, Ordering::Relaxed);
+    }
+
+    /// The flag a tree's search looks at ([`Job::abort`](crate::Job::abort)): set, it ends at its
+    /// next look, handing back the rest as if its budget were spent.
+    pub fn stopping_flag(&self) -> &AtomicBool {
+        &self.stopping
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// The run is over: the results of jobs still running are dropped.
+    pub fn abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Relaxed)
+    }
 }
 
 impl<T, G> TreeSearcher<T, G> {
@@ -292,17 +322,15 @@ impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> Searcher for TreeSearcher<T, G, S>
     /// A job ends within moments, with what it searched and the rest handed back: a stop (a time
     /// limit, a signal, a worker leaving) need not wait for budgets of any size, and loses nothing.
     fn stopping(&self) {
-        self.flags.ending.store(true, Ordering::Relaxed);
+        self.flags.stop();
     }
 
     fn abandon(&self) {
-        self.flags.abandoned.store(true, Ordering::Relaxed);
-        self.flags.ending.store(true, Ordering::Relaxed);
+        self.flags.abandon();
     }
 
     fn begin_run(&self) {
-        self.flags.ending.store(false, Ordering::Relaxed);
-        self.flags.abandoned.store(false, Ordering::Relaxed);
+        self.flags.begin_run();
     }
 }
 
@@ -310,7 +338,7 @@ struct TreeRunner<T, G, S> {
     tree: Arc<T>,
     goal: Arc<G>,
     settings: RunnerSettings,
-    flags: Arc<JobFlags>,
+    flags: Arc<StopFlags>,
     /// Output records of the running job.
     out: String,
     /// Solutions the running job found.
@@ -336,7 +364,7 @@ impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> JobRunner for TreeRunner<T, G, S> 
         let mut encode_error = None;
         let returned = &mut batch.returned;
         let keep_output = self.settings.keep_output;
-        let abort = Some(&self.flags.ending);
+        let abort = Some(self.flags.stopping_flag());
         let result = unwind::catch(|| {
             let mut give_back = |child, depth| match encode(&child) {
                 Ok(node) => returned.push(Returned { depth, node }),
@@ -353,7 +381,7 @@ impl<T: Tree, G: Goal<T>, S: JobSearch<T, G>> JobRunner for TreeRunner<T, G, S> 
         });
         let failure = match (result, encode_error) {
             // Nobody waits for it: the run is over, or the master that gave it out is lost.
-            (Ok(_), None) if self.flags.abandoned.load(Ordering::Relaxed) => {
+            (Ok(_), None) if self.flags.abandoned() => {
                 batch.returned.truncate(returned_before);
                 let message = "given up: the run is over, or its master lost";
                 return Err(JobFailure { given_up: true, ..fail(message.into()) });

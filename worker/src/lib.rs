@@ -20,7 +20,7 @@ mod unwind;
 pub use dfs::{CountOnly, Job, JobStats, Limits, Records, search, search_with};
 pub use engine::{
     CounterNames, FileFrame, JobRunner, JobSearch, Loop, MAX_JOB_ANSWER, Recursion, RunnerSettings, Searcher,
-    TreeSearcher, digest_text, input_digest,
+    StopFlags, TreeSearcher, digest_text, input_digest,
 };
 pub use local::{WorkerLoop, run_worker};
 pub use optimise::{Enumerate, Goal, Maximise, Optimise, SharedIncumbent, Visit};

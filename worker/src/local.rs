@@ -131,20 +131,44 @@ mod tests {
         fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
             self.ran.push(job.id);
             self.inbox = None;
-            batch.reports.push(JobReport {
-                id: job.id,
-                visited: 1,
-                leaves: Some(1),
-                max_depth: Some(job.depth),
-                outputs: 0,
-                returned: 0,
-                output_bytes: 0,
-                elapsed_ns: 1,
-                counters: Vec::new(),
-                pruned: 0,
-            });
+            report(job, batch);
             Ok(())
         }
+    }
+
+    /// A job of one node, a leaf, done.
+    fn report(job: &Job, batch: &mut ReportBatch) {
+        batch.reports.push(JobReport {
+            id: job.id,
+            visited: 1,
+            leaves: Some(1),
+            max_depth: Some(job.depth),
+            outputs: 0,
+            returned: 0,
+            output_bytes: 0,
+            elapsed_ns: 1,
+            counters: Vec::new(),
+            pruned: 0,
+        });
+    }
+
+    /// Runs a worker on `inbox` to its end: what it sent.
+    fn sent_by(
+        runner: &mut dyn JobRunner,
+        inbox: &std::sync::mpsc::Receiver<ToWorker>,
+        config: WorkerLoop,
+    ) -> Vec<FromWorker> {
+        let mut sent = Vec::new();
+        run_worker(
+            runner,
+            inbox,
+            &mut |m| {
+                sent.push(m);
+                true
+            },
+            config,
+        );
+        sent
     }
 
     /// Reports each job it runs; the first one tells its worker the run stops, then that it is over.
@@ -160,7 +184,8 @@ mod tests {
                 self.inbox.send(ToWorker::Finish).unwrap();
             }
             self.ran.push(job.id);
-            Leaving { inbox: None, ran: Vec::new() }.run(job, batch)
+            report(job, batch);
+            Ok(())
         }
     }
 
@@ -171,16 +196,7 @@ mod tests {
         let (tx, rx) = channel();
         tx.send(ToWorker::Jobs(vec![job(1), job(2), job(3)])).unwrap();
         let mut runner = Stopped { inbox: tx, ran: Vec::new() };
-        let mut sent = Vec::new();
-        run_worker(
-            &mut runner,
-            &rx,
-            &mut |m| {
-                sent.push(m);
-                true
-            },
-            WorkerLoop::default(),
-        );
+        let sent = sent_by(&mut runner, &rx, WorkerLoop::default());
         assert_eq!(runner.ran, vec![JobId(1)]);
         assert!(sent.contains(&FromWorker::Unstarted(vec![JobId(2), JobId(3)])), "{sent:?}");
         assert!(sent.iter().any(|m| matches!(m, FromWorker::Reports(b) if b.reports[0].id == JobId(1))), "{sent:?}");
@@ -196,18 +212,9 @@ mod tests {
         let (tx, rx) = channel();
         tx.send(ToWorker::Jobs(vec![job(1), job(2)])).unwrap();
         let mut runner = Leaving { inbox: Some(tx), ran: Vec::new() };
-        let mut sent = Vec::new();
         // Batches wait for the end: only the inbox closing sends this one.
         let config = WorkerLoop { flush_interval: Duration::from_secs(3600), ..WorkerLoop::default() };
-        run_worker(
-            &mut runner,
-            &rx,
-            &mut |m| {
-                sent.push(m);
-                true
-            },
-            config,
-        );
+        let sent = sent_by(&mut runner, &rx, config);
         assert_eq!(runner.ran, vec![JobId(1)], "the queued job is left to the master");
         let reported: Vec<JobId> = sent
             .iter()

@@ -120,8 +120,7 @@ impl LrsSearcher {
             job_timeout: Duration::from_secs_f64(args.job_timeout),
             max_line: crate::MAX_LINE,
             optimise: false,
-            stopping: Default::default(),
-            abandoned: Default::default(),
+            flags: Default::default(),
         };
         let dimension = options::dimension(&text);
         let mut config = LrsConfig { exec, input, hull, name, head: Vec::new(), options, dimension, digest };
@@ -265,15 +264,15 @@ impl Searcher for LrsSearcher {
     }
 
     fn stopping(&self) {
-        self.config.exec.stopping();
+        self.config.exec.flags.stop();
     }
 
     fn abandon(&self) {
-        self.config.exec.abandon();
+        self.config.exec.flags.abandon();
     }
 
     fn begin_run(&self) {
-        self.config.exec.begin_run();
+        self.config.exec.flags.begin_run();
     }
 
     fn runner(&self, settings: RunnerSettings) -> Result<Box<dyn JobRunner>, String> {
@@ -486,8 +485,7 @@ mod tests {
             job_timeout: Duration::from_secs(1),
             max_line: crate::MAX_LINE,
             optimise: false,
-            stopping: Default::default(),
-            abandoned: Default::default(),
+            flags: Default::default(),
         };
         let input = b"cube\nH-representation\nbegin\n2 2 rational\n1 1\n1 -1\nend\n".to_vec();
         let config = LrsConfig {
