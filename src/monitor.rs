@@ -114,8 +114,7 @@ pub struct Monitor {
     display: Display,
     hist: Option<ReportFile>,
     freq: Option<ReportFile>,
-    last: (Instant, u64),
-    rate: f64,
+    rate: Rate,
     remaining: Option<Remaining>,
     /// See [`Monitor::ends_at`].
     ended_at: Option<f64>,
@@ -182,8 +181,7 @@ impl Monitor {
             hist,
             freq,
             // The rate is this segment's: the nodes of the segments before are not its own.
-            last: (now, nodes_before),
-            rate: 0.0,
+            rate: Rate::new(now, nodes_before),
             remaining: Remaining::spawn(searcher, polling),
             ended_at: None,
         })
@@ -198,12 +196,7 @@ impl Monitor {
     fn record(&mut self, scheduler: &dyn RunView, last: bool) {
         let now = Instant::now();
         let nodes = scheduler.totals().nodes;
-        let dt = now.duration_since(self.last.0).as_secs_f64();
-        if dt > 0.0 {
-            let instant = nodes.saturating_sub(self.last.1) as f64 / dt;
-            self.rate = if self.rate == 0.0 { instant } else { 0.7 * self.rate + 0.3 * instant };
-        }
-        self.last = (now, nodes);
+        let rate = self.rate.update(now, nodes);
         let guess = match last && scheduler.queued() == 0 && scheduler.in_flight() == 0 {
             // Nothing is left: the total is the count (random polling's estimate probes the root,
             // and would stay a guess to the end).
@@ -223,8 +216,7 @@ impl Monitor {
             };
             let _ = writeln!(
                 h,
-                "{elapsed:.3},{nodes},{:.0},{},{},{},{},{},{},{total}",
-                self.rate,
+                "{elapsed:.3},{nodes},{rate:.0},{},{},{},{},{},{},{total}",
                 scheduler.queued(),
                 scheduler.busy_workers(),
                 scheduler.workers(),
@@ -245,7 +237,7 @@ impl Monitor {
         // so that the count, the estimate and the ETA stay.
         let line = || {
             let mut parts = vec![(0, duration(elapsed)), (0, format!("{} nodes", human(nodes as f64)))];
-            parts.push((2, format!("{}/s", human(self.rate))));
+            parts.push((2, format!("{}/s", human(rate))));
             // What a long branch and bound has found so far.
             if let Some(best) = &t.best {
                 parts.push((0, format!("best {}", best.value)));
@@ -263,7 +255,7 @@ impl Monitor {
                 // Random polling: no job list and no budget, the nodes wait on the workers' stacks.
                 None => parts.extend([(3, format!("stacks {queued}")), (1, busy)]),
             };
-            parts.extend(estimate_parts(guess, nodes as f64, self.rate, workers > 0).into_iter().map(|p| (0, p)));
+            parts.extend(estimate_parts(guess, nodes as f64, rate, workers > 0).into_iter().map(|p| (0, p)));
             (parts, fraction_done(guess, nodes as f64))
         };
         match &mut self.display {
@@ -291,6 +283,41 @@ impl Observer for Monitor {
 
     fn finish(&mut self, scheduler: &dyn RunView) {
         self.record(scheduler, true);
+    }
+}
+
+/// The recent rate: the nodes reported since a reference point at least [`Rate::WINDOW`] back and
+/// [`Rate::ARRIVALS`] reports of new nodes back. Nodes arrive when jobs end: with jobs of
+/// milliseconds that is the last two seconds, with jobs of a minute the last few minutes, where a
+/// rate over the last tick said 0 or a whole job's nodes in a quarter second.
+struct Rate {
+    /// The reference point, then each report of new nodes since: (when, nodes so far).
+    points: std::collections::VecDeque<(Instant, u64)>,
+}
+
+impl Rate {
+    const WINDOW: Duration = Duration::from_secs(2);
+    const ARRIVALS: usize = 8;
+
+    fn new(now: Instant, nodes: u64) -> Self {
+        Rate { points: [(now, nodes)].into() }
+    }
+
+    /// The rate in nodes a second, given the nodes so far.
+    fn update(&mut self, now: Instant, nodes: u64) -> f64 {
+        if self.points.back().is_some_and(|&(_, last)| nodes > last) {
+            self.points.push_back((now, nodes));
+        }
+        // The next point becomes the reference once the window and enough reports lie after it.
+        while self.points.len() > Self::ARRIVALS + 1 && now.duration_since(self.points[1].0) >= Self::WINDOW {
+            self.points.pop_front();
+        }
+        let (since, before) = self.points[0];
+        let dt = now.duration_since(since).as_secs_f64();
+        match dt > 0.0 {
+            true => nodes.saturating_sub(before) as f64 / dt,
+            false => 0.0,
+        }
     }
 }
 
@@ -456,6 +483,38 @@ mod tests {
         assert_eq!(bar_cells(0.5), format!("{} {}", "█".repeat(10), " ".repeat(9)));
         assert_eq!(bar_cells(0.5 + 3.0 / 160.0), format!("{}▍{}", "█".repeat(10), " ".repeat(9)));
         assert_eq!(bar_cells(f64::NAN).chars().count(), 20);
+    }
+
+    /// Nodes that come in steadily give their rate; nodes that come a job at a time, many seconds
+    /// apart, give their average, not 0 between jobs and a job's nodes in a quarter second when one
+    /// ends.
+    #[test]
+    fn the_rate_follows_the_jobs_that_end_not_the_last_tick() {
+        let start = Instant::now();
+        let at = |ticks: u32| start + TICK * ticks;
+        let mut rate = Rate::new(start, 500);
+        for tick in 1..=40 {
+            let r = rate.update(at(tick), 500 + 250_000 * u64::from(tick));
+            assert!((r - 1e6).abs() < 1.0, "tick {tick}: {r}");
+        }
+        // Jobs of 10 M nodes, one every 10 s (40 ticks), from a fresh segment.
+        let mut rate = Rate::new(start, 0);
+        let mut seen = Vec::new();
+        for tick in 1..=40 * 30 {
+            let r = rate.update(at(tick), 10_000_000 * u64::from(tick / 40));
+            if tick > 40 * 10 {
+                seen.push(r);
+            }
+        }
+        let (low, high) = seen.iter().fold((f64::MAX, 0f64), |(l, h), &r| (l.min(r), h.max(r)));
+        assert!(low > 0.85e6 && high < 1.15e6, "{low} to {high}");
+        // The reference moves on: a run whose jobs sped up tenfold shows it within minutes.
+        for tick in 40 * 30 + 1..=40 * 50 {
+            let r = rate.update(at(tick), 300_000_000 + 10_000_000 * u64::from((tick - 1200) / 4));
+            seen.push(r);
+        }
+        assert!(seen.last().unwrap() > &9e6, "{:?}", seen.last());
+        assert!(rate.points.len() <= Rate::ARRIVALS + 1 + 8, "points kept: {}", rate.points.len());
     }
 
     #[test]
