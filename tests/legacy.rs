@@ -250,8 +250,12 @@ fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
         ("leaves", false, "more leaves than visited nodes; the offending line: \"done 1 leaves=2\""),
         ("shallow", true, "a deepest depth above the job's own node, at depth 1"),
         ("pruned", false, "`pruned=` in a plain enumeration, which prunes nothing"),
-        ("badsolution", false, "not `solution <value> <record>` (one space apart) with a value from -2^63+1"),
-        ("spacedsolution", false, "not `solution <value> <record>` (one space apart)"),
+        (
+            "badsolution",
+            false,
+            "not `solution <value> <record>`, in lower case, one space apart, with a value from -2^63+1",
+        ),
+        ("spacedsolution", false, "not a line of the protocol: not `solution <value> <record>`"),
         ("solution", true, "a `solution` line in a plain enumeration (a branch and bound needs --optimise)"),
         ("prunedlate", false, "`done 0` after records, nodes or solutions: a job whose own node was pruned"),
     ];

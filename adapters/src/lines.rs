@@ -72,17 +72,24 @@ pub fn parse(line: &[u8]) -> Option<Line<'_>> {
 }
 
 /// What a line that [`parse`] refused should have been, when it starts with a word of the
-/// protocol (`done` with no count, `unexplored` with no depth): the error says so.
+/// protocol in any case, followed by any blank (`done` with no count, `DONE 5`, `unexplored\t2 n`):
+/// the error says so.
 pub fn expected_form(line: &[u8]) -> Option<&'static str> {
-    let word = line.split(|&b| b == b' ').next()?;
-    match word.strip_suffix(b"\r").unwrap_or(word) {
-        b"done" => Some(
-            "`done <visited> [leaves=<n>] [max_depth=<n>] [job=<n>]`, the count of visited nodes first (counts below \
-             2^64, depths below 2^32)",
-        ),
-        b"unexplored" => Some("`unexplored <depth> <node>`, one space apart (a depth below 2^32)"),
-        _ => None,
-    }
+    let word = line.split(|b| b.is_ascii_whitespace()).next()?;
+    Some(match word.to_ascii_lowercase().as_slice() {
+        b"done" => {
+            "`done <visited> [leaves=<n>] [max_depth=<n>] [job=<n>]`, in lower case, the count of visited nodes \
+             first (counts below 2^64, depths below 2^32)"
+        }
+        b"unexplored" => "`unexplored <depth> <node>`, in lower case, one space apart (a depth below 2^32)",
+        b"solution" => {
+            "`solution <value> <record>`, in lower case, one space apart, with a value from -2^63+1 to 2^63-1 \
+             (-2^63 means none)"
+        }
+        b"out" => "`out <text>`, in lower case, one space before the text",
+        b"log" => "`log <text>`, in lower case, one space before the text",
+        _ => return None,
+    })
 }
 
 fn split_once(bytes: &[u8], at: u8) -> Option<(&[u8], &[u8])> {
@@ -196,7 +203,23 @@ mod tests {
         }
         assert_eq!(parse(b"unexplored x n"), None);
         assert!(expected_form(b"unexplored x n").unwrap().starts_with("`unexplored <depth> <node>`"));
+        // The protocol's words in another case, or followed by a tab.
+        for (line, form) in [
+            (&b"DONE 5"[..], "`done <visited>"),
+            (b"done\t5", "`done <visited>"),
+            (b"Unexplored 2 n", "`unexplored <depth>"),
+            (b"unexplored\t2 n", "`unexplored <depth>"),
+            (b"OUT x", "`out <text>`"),
+            (b"out\tx", "`out <text>`"),
+            (b"Log x", "`log <text>`"),
+            (b"solution\t5 x", "`solution <value> <record>`"),
+            (b"solution x y", "`solution <value> <record>`"),
+        ] {
+            assert_eq!(parse(line), None, "{line:?}");
+            assert!(expected_form(line).unwrap().starts_with(form), "{line:?}");
+        }
         assert_eq!(expected_form(b"hello bts"), None);
+        assert_eq!(expected_form(b"outx"), None);
         assert_eq!(expected_form(b""), None);
     }
 

@@ -482,11 +482,6 @@ impl ExecRunner {
                     }
                     return Ok((visited, leaves, max_depth, outputs, pruned));
                 }
-                None if self.config.optimise && line.starts_with(b"solution ") => {
-                    let what = "not `solution <value> <record>` (one space apart) with a value from -2^63+1 to \
-                                2^63-1 (-2^63 means none)";
-                    return Err(Failure::with_line(what, &line, program));
-                }
                 Some(Line::Solution { .. }) => {
                     let what = "a `solution` line in a plain enumeration (a branch and bound needs --optimise)";
                     return Err(Failure::with_line(what, &line, program));
