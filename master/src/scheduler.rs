@@ -386,7 +386,13 @@ impl Scheduler {
                         };
                         failure.message = format!("{}; it had failed {elsewhere} too: {before}", failure.message);
                     }
-                    tracing::error!(worker, node = %failure.node, "job failed: {}", failure.message);
+                    // The first failure is the run's error, which its end reports in full.
+                    match self.failure {
+                        None => tracing::error!(worker, node = %failure.node, "a job failed; the run stops"),
+                        Some(_) => {
+                            tracing::error!(worker, node = %failure.node, "another job failed: {}", failure.message)
+                        }
+                    }
                     self.failure.get_or_insert(failure);
                     self.stop.get_or_insert(StopReason::JobFailed);
                 }
@@ -699,7 +705,15 @@ impl Scheduler {
         if let Some(i) = self.retries.iter().position(|(_, e)| !self.elsewhere(&e.places)) {
             let (pending, earlier) = self.retries.remove(i);
             self.list.put_back(pending);
-            tracing::error!(node = %earlier.failure.node, "job failed, and no worker elsewhere is left to try it: {}", earlier.failure.message);
+            let (node, message) = (&earlier.failure.node, &earlier.failure.message);
+            match self.failure {
+                None => {
+                    tracing::error!(%node, "a job failed, and no worker elsewhere is left to try it; the run stops")
+                }
+                Some(_) => {
+                    tracing::error!(%node, "another job failed, with no worker elsewhere left to try it: {message}")
+                }
+            }
             self.failure.get_or_insert(earlier.failure);
             self.stop.get_or_insert(StopReason::JobFailed);
         }
