@@ -8,7 +8,7 @@ use bts_master::StopReason;
 use bts_protocol::runtime::runtime;
 use bts_worker::remote::CancellationToken;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// The signals that stop bts.
@@ -102,18 +102,39 @@ pub fn leave_on_signal(leave: CancellationToken) {
 /// that come before the task runs, so two quick Ctrl-C on a busy machine would look like one.
 static DELIVERED: AtomicU32 = AtomicU32::new(0);
 
+/// A signal that comes again within this time counts once: GNU `timeout` sends its SIGTERM to bts
+/// and then to its whole process group, microseconds apart, and means one stop. Two presses of
+/// Ctrl-C are 100 ms apart or more.
+const SAME_SIGNAL_WITHIN_NS: u64 = 50_000_000;
+
+/// When each of SIGINT, SIGTERM and SIGHUP was last counted (monotonic ns; 0: never).
+static LAST_COUNTED: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+/// The signal handler's count: async-signal-safe (an atomic and `clock_gettime`).
+fn count(index: usize) {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime is async-signal-safe and writes only `now`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let now = (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64).max(1);
+    let last = LAST_COUNTED[index].load(Ordering::SeqCst);
+    if last != 0 && now.saturating_sub(last) < SAME_SIGNAL_WITHIN_NS {
+        return;
+    }
+    LAST_COUNTED[index].store(now, Ordering::SeqCst);
+    DELIVERED.fetch_add(1, Ordering::SeqCst);
+}
+
 /// Counts the stopping signals into [`DELIVERED`], once a process; false if it cannot.
 fn count_signals() -> bool {
     static COUNTING: OnceLock<bool> = OnceLock::new();
     *COUNTING.get_or_init(|| {
         [libc::SIGINT, libc::SIGTERM, libc::SIGHUP]
             .into_iter()
+            .enumerate()
             // A hangup stays ignored under `nohup`.
-            .filter(|&signal| signal != libc::SIGHUP || !ignored(signal))
-            // SAFETY: the action only adds to an atomic, which is async-signal-safe.
-            .map(|signal| unsafe {
-                signal_hook_registry::register(signal, || _ = DELIVERED.fetch_add(1, Ordering::SeqCst))
-            })
+            .filter(|&(_, signal)| signal != libc::SIGHUP || !ignored(signal))
+            // SAFETY: the action is async-signal-safe (see `count`).
+            .map(|(index, signal)| unsafe { signal_hook_registry::register(signal, move || count(index)) })
             .all(|registered| registered.is_ok())
     })
 }

@@ -22,6 +22,7 @@ fn solutions(n: usize) -> usize {
         10 => 724,
         13 => 73_712,
         14 => 365_596,
+        15 => 2_279_184,
         _ => unimplemented!(),
     }
 }
@@ -298,9 +299,61 @@ fn a_run_quit_at_once_leaves_no_program_behind() {
     let alive = || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
     assert!(alive());
     signal(&run.master, "-INT");
+    // The same signal again within 50 ms counts once (see `stopped_by_timeout_...`).
+    std::thread::sleep(Duration::from_millis(100));
     signal(&run.master, "-INT");
     assert_eq!(wait_bounded(&mut run.master, Duration::from_secs(30)).code(), Some(3));
     wait_until(Duration::from_secs(5), || !alive(), || format!("the job's program {pid} outlived bts by 5 s"));
+}
+
+/// GNU `timeout` sends its SIGTERM to bts and then to its process group, microseconds apart: that
+/// is one stop, which waits for the jobs out (here legacy jobs of a second) and saves, not a second
+/// signal's quitting at once. The kernel merges the two when both arrive before the first is
+/// handled; sent 10 ms apart they are two deliveries, and still one stop. (100 ms apart, the second
+/// quits at once: `a_run_quit_at_once_leaves_no_program_behind`.) Resumed, every record is written
+/// once.
+#[test]
+fn a_run_stopped_by_timeout_stops_once_and_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, out, marks) = (dir.path().join("t.ckpt"), dir.path().join("out"), dir.path().join("started"));
+    let text = "#!/bin/sh\nif [ \"$BTS_NODE\" = root ]; then\n  for i in 0 1 2 3 4 5; do echo \"unexplored 1 n$i\"; done\n\
+                else\n  touch \"$1.$BTS_NODE\"; sleep 1; echo \"out $BTS_NODE\"\nfi\necho 'done 1'\n";
+    let program = script(dir.path(), "slow.sh", text);
+    let mut run = vec!["run", "--workers", "2", "--progress", "never", "--checkpoint", ck.to_str().unwrap()];
+    run.extend(["--output", out.to_str().unwrap(), "exec", "--", program.to_str().unwrap(), marks.to_str().unwrap()]);
+    let stopped_once = |code: Option<i32>, log: &str| {
+        assert_eq!(code, Some(3), "{log}");
+        assert!(log.contains("SIGTERM: stopping once the workers hand their work back"), "{log}");
+        assert!(!log.contains("second signal"), "{log}");
+    };
+    let o = Command::new("timeout")
+        .args(["--preserve-status", "0.5", env!("CARGO_BIN_EXE_bts")])
+        .args(&run)
+        .output()
+        .unwrap();
+    stopped_once(o.status.code(), &stderr(&o));
+    // The jobs that started, by the marks they leave.
+    let marked = || {
+        let files = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.path());
+        files.filter(|p| p.extension().is_some_and(|e| e.to_string_lossy().starts_with('n'))).collect::<Vec<_>>()
+    };
+    for _ in 0..2 {
+        marked().iter().for_each(|p| std::fs::remove_file(p).unwrap());
+        let mut child = bts_command().args(["resume", ck.to_str().unwrap()]).stderr(Stdio::piped()).spawn().unwrap();
+        wait_until(Duration::from_secs(30), || !marked().is_empty(), || "no job started".into());
+        let pid = child.id() as libc::pid_t;
+        // SAFETY: kill only sends a signal to the child, which has not been waited for.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        std::thread::sleep(Duration::from_millis(10));
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let status = wait_bounded(&mut child, Duration::from_secs(60));
+        let mut log = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+        stopped_once(status.code(), &log);
+    }
+    let o = bts(&["resume", ck.to_str().unwrap(), "--progress", "never"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_records_once(&out, 6);
 }
 
 /// A failed run leaves no program running, not even one a thread started as the run failed: the
