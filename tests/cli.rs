@@ -222,7 +222,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let out = out.to_str().unwrap();
     let rendezvous = dir.path().join("launch");
     let rendezvous = rendezvous.to_str().unwrap();
-    let cases: [(&[&str], &str); 55] = [
+    let cases: [(&[&str], &str); 58] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -274,6 +274,17 @@ fn bad_input_is_refused_with_a_clear_message() {
         // A run option misspelt before the tree: clap's tip, and the advice in case it is the tree's.
         (&["run", "--worker", "2", "queens"], "a similar argument exists: '--workers'; if --worker is an option of"),
         (&["estimate", "--n", "8", "queens"], "bts estimate [OPTIONS] queens --n"),
+        // A run option that took the tree's name for its value; a run option given to estimate.
+        (
+            &["run", "--summary-json", "uts", "--preset", "T1"],
+            "--summary-json took `uts` for its value, and --preset was left before the tree's name: give \
+             --summary-json its value: bts run [OPTIONS] --summary-json <FILE> uts ...",
+        ),
+        (&["run", "--checkpoint", "queens", "--n", "4"], "--checkpoint took `queens` for its value, and --n was left"),
+        (
+            &["estimate", "--mode", "polling", "queens", "--n", "6"],
+            "--mode is an option of `bts run`, not of `bts estimate`",
+        ),
         // A negative number is a bad value, not an option.
         (&["estimate", "--probes", "-1", "queens", "--n", "8"], "invalid value '-1' for '--probes <K>'"),
         (&["estimate", "--probe-seed", "-1", "queens", "--n", "8"], "invalid value '-1' for '--probe-seed <S>'"),

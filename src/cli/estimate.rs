@@ -26,7 +26,7 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             Ok(a) => a,
             Err(e) => {
                 let tree = tree_named(registry, &parts, raw).map(|t| (t, registry.tree_options(t)));
-                return print_clap_before_tree(e, "estimate", tree);
+                return print_clap_before_tree(e, ("estimate", &EstimateArgs::command()), raw, tree);
             }
         };
     crate::logging::init(args.verbose, args.quiet);

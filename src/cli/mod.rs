@@ -235,19 +235,34 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// unknown one may be the tree's own, given too early (`bts run --n 8 queens`).
 pub(crate) fn print_clap_before_tree(
     e: clap::Error,
-    command: &str,
+    (command, options_of): (&str, &clap::Command),
+    raw: &[String],
     tree: Option<(&str, &[String])>,
 ) -> Result<Exit, CliError> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     match (e.kind(), e.get(ContextKind::InvalidArg), tree) {
         (ErrorKind::UnknownArgument, Some(ContextValue::String(option)), Some((tree, options))) => {
             let option = option.split('=').next().unwrap_or(option);
+            // `bts run --checkpoint queens --n 8`: the option before the tree's name took it.
+            if let Some((took, value)) = took_the_tree(raw, tree, options_of) {
+                return Err(CliError::usage(format!(
+                    "{took} took `{tree}` for its value, and {option} was left before the tree's name: give {took} \
+                     its value: bts {command} [OPTIONS] {took} <{value}> {tree} ..."
+                )));
+            }
             // Clap's nearest option of the command would mislead.
             if option.strip_prefix("--").is_some_and(|o| options.iter().any(|t| t == o)) {
                 return Err(CliError::usage(format!(
                     "{option} is an option of {tree}: put it after the tree's name: bts {command} [OPTIONS] {tree} \
                      {option} ..."
                 )));
+            }
+            // `bts estimate --mode polling queens`.
+            let of_run = <args::RunArgs as clap::CommandFactory>::command()
+                .get_arguments()
+                .any(|a| a.get_long() == option.strip_prefix("--"));
+            if command == "estimate" && of_run {
+                return Err(CliError::usage(format!("{option} is an option of `bts run`, not of `bts estimate`")));
             }
             Err(CliError::usage(format!(
                 "{}; if {option} is an option of {tree}, put it after the tree's name: bts {command} [OPTIONS] {tree} {option} ...",
@@ -256,6 +271,24 @@ pub(crate) fn print_clap_before_tree(
         }
         _ => print_clap(e),
     }
+}
+
+/// The option of `command` just before `tree` in `raw` that takes a value, and so took the tree's
+/// name for it (`--checkpoint queens`), with its value's name.
+fn took_the_tree<'a>(raw: &'a [String], tree: &str, command: &clap::Command) -> Option<(&'a str, String)> {
+    let at = raw.iter().position(|a| a == tree)?;
+    let before = raw.get(at.checked_sub(1)?)?;
+    let takes_value = |a: &clap::Arg| a.get_action().takes_values();
+    let found = match before.strip_prefix("--") {
+        Some(long) => command.get_arguments().find(|a| a.get_long() == Some(long)),
+        None => {
+            let mut letters = before.strip_prefix('-')?.chars();
+            let (letter, None) = (letters.next()?, letters.next()) else { return None };
+            command.get_arguments().find(|a| a.get_short() == Some(letter))
+        }
+    };
+    let value = |a: &clap::Arg| a.get_value_names().and_then(|v| v.first()).map_or("VALUE".into(), |v| v.to_string());
+    found.filter(|a| takes_value(a)).map(|a| (before.as_str(), value(a)))
 }
 
 /// The tree named among `raw`, the arguments `parts` were split from: an unknown option before the

@@ -22,7 +22,7 @@ pub fn run(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let parts = split(raw, &RunArgs::command(), |tree| registry.tree_options(tree));
     let trees_help = format!("Trees (bts run <TREE> --help for their options):\n{}", registry.describe());
     let tree = tree_named(registry, &parts, raw).map(|t| (t, registry.tree_options(t)));
-    let args = match parse(&parts.run, RunArgs::command().after_help(trees_help), tree)? {
+    let args = match parse(&parts.run, raw, RunArgs::command().after_help(trees_help), tree)? {
         Parsed::Args(a) => a,
         Parsed::Exit(e) => return Ok(e),
     };
@@ -136,7 +136,7 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             arg.help(stored)
         });
     }
-    let args = match parse(&parts.run, command, None)? {
+    let args = match parse(&parts.run, &[], command, None)? {
         Parsed::Args(a) => a,
         Parsed::Exit(e) => return Ok(e),
     };
@@ -422,15 +422,20 @@ enum Parsed {
 
 /// Parses the run options; `tree`: the tree named after them, whose own options they may have
 /// taken by mistake (`bts run --n 8 queens`).
-fn parse(run_options: &[String], command: clap::Command, tree: Option<(&str, &[String])>) -> Result<Parsed, CliError> {
-    let matches = command.try_get_matches_from(run_options);
+fn parse(
+    run_options: &[String],
+    raw: &[String],
+    command: clap::Command,
+    tree: Option<(&str, &[String])>,
+) -> Result<Parsed, CliError> {
+    let matches = command.clone().try_get_matches_from(run_options);
     let args = matches.and_then(|m| RunArgs::from_arg_matches(&m));
     match args {
         Ok(a) => {
             crate::logging::init(a.verbose, a.quiet);
             Ok(Parsed::Args(Box::new(a)))
         }
-        Err(e) => print_clap_before_tree(e, "run", tree).map(Parsed::Exit),
+        Err(e) => print_clap_before_tree(e, ("run", &command), raw, tree).map(Parsed::Exit),
     }
 }
 
