@@ -1193,3 +1193,25 @@ fn the_resume_hint_can_be_pasted_into_a_shell() {
     assert_eq!(o.status.code(), Some(0), "{hint}: {}", stderr(&o));
     assert_eq!(summary(&o)["nodes"], 2057, "{hint}");
 }
+
+/// A run resumed with a newly fixed budget keeps the b it had reached, instead of its first one
+/// (100: hundreds of thousands of tiny jobs), and still counts exactly.
+#[test]
+fn a_budget_fixed_on_resume_is_the_one_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, s) = (dir.path().join("f.ckpt"), dir.path().join("s.json"));
+    let (ck_s, s_s) = (ck.to_str().unwrap(), s.to_str().unwrap());
+    let run = ["run", "--progress", "never", "--checkpoint", ck_s, "--count-only", "--node-limit", "1500000"];
+    let o = bts(&[&run[..], &["uts", "--preset", "T1"]].concat());
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let reached = inspect(&ck)["budget"].as_u64().unwrap();
+    assert!(reached > 1000, "b grew to only {reached}");
+    let resume = ["resume", ck_s, "--progress", "never", "--summary-json", s_s];
+    let o = bts(&[&resume[..], &["--fixed-budget", "--node-limit", "1500000"]].concat());
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let said: Value = serde_json::from_str(&std::fs::read_to_string(&s).unwrap()).unwrap();
+    assert_eq!(said["budget"], json!({"initial": reached, "final": reached}));
+    let o = bts(&resume);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_t1(&serde_json::from_str(&std::fs::read_to_string(&s).unwrap()).unwrap());
+}

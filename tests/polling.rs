@@ -243,10 +243,13 @@ fn polling_refuses_what_it_cannot_do() {
         (&["run", "--mode", "polling", "exec", "--", "true"][..], "`exec` hands its jobs to a program, which cannot"),
         (&["run", "--mode", "polling", "--budget", "10", "queens", "--n", "5"], "--budget applies to --mode budget"),
         (&["run", "--mode", "polling", "--freq", "f", "queens", "--n", "5"], "--freq applies to --mode budget"),
+        (&["run", "--mode", "budget", "--split", "bottom", "queens", "--n", "5"], "--split applies to --mode polling"),
         (
-            &["run", "--mode", "budget", "--split", "bottom", "queens", "--n", "5"],
-            "--split and --start apply to --mode polling",
+            &["run", "--mode", "budget", "--start", "plain", "queens", "--n", "5"],
+            "error: --start applies to --mode polling",
         ),
+        // A resumed run starts from its checkpoint (the file need not exist: the option is refused first).
+        (&["resume", "nonexistent.ckpt", "--start", "plain"], "--start is how a new run starts from its root"),
     ] {
         let o = bts(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

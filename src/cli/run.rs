@@ -126,6 +126,8 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         .about("Carry on a run from its checkpoint; run options given change the stored ones")
         .override_usage("bts resume <CHECKPOINT> [RUN-OPTIONS]");
     // What the checkpoint stores is what a resumed run has unless told otherwise.
+    // How a new run starts means nothing to a resumed one.
+    command = command.mut_arg("start", |arg| arg.hide(true));
     for id in ["mode", "split", "budget", "scale", "lmin", "lmax", "order", "output"] {
         command = command.mut_arg(id, |arg| {
             let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
@@ -143,6 +145,12 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     let Some(path) = parts.tree.map(PathBuf::from) else {
         return Err(CliError::usage("no checkpoint given: bts resume <CHECKPOINT> [RUN-OPTIONS]"));
     };
+    if args.workers.start.is_some() {
+        return Err(CliError::usage(
+            "--start is how a new run starts from its root; a resumed run starts from its checkpoint \
+             (--mode polling resumes in random polling)",
+        ));
+    }
     // The checkpoint is rank 0's: the other ranks work for it.
     if let Some(exit) = worker_rank(registry, &args) {
         return exit;
@@ -613,8 +621,12 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
     // A run that is over keeps its own: the summary of a finished run shows what it ran with.
     let over = super::args::BudgetArgs::default();
     let b = if resuming.is_some_and(Checkpoint::is_complete) { &over } else { &args.budget };
+    // A run resumed with a newly fixed budget keeps the b it had reached (its first one would
+    // start over from the smallest jobs).
+    let newly_fixed = b.fixed_budget && !base.fixed;
+    let reached = resuming.map(|c| c.budget.base).filter(|_| newly_fixed);
     let budget = BudgetConfig {
-        initial: b.budget.unwrap_or(base.initial),
+        initial: b.budget.or(reached).unwrap_or(base.initial),
         fixed: b.fixed_budget || base.fixed,
         scale: b.scale.unwrap_or(base.scale),
         lmin: b.lmin.unwrap_or(base.lmin),
@@ -735,8 +747,8 @@ fn run_mode(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunMode, Cl
         None => matches!(stored, Some(StoredMode::Polling { .. })) || w.split.is_some() || w.start.is_some(),
     };
     if !polling {
-        if w.split.is_some() || w.start.is_some() {
-            return Err(CliError::usage("--split and --start apply to --mode polling"));
+        if let Some(option) = [(w.split.is_some(), "--split"), (w.start.is_some(), "--start")].iter().find(|o| o.0) {
+            return Err(CliError::usage(format!("{} applies to --mode polling", option.1)));
         }
         if args.remote.snapshot_every.is_some() {
             return Err(CliError::usage(
