@@ -222,7 +222,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let out = out.to_str().unwrap();
     let rendezvous = dir.path().join("launch");
     let rendezvous = rendezvous.to_str().unwrap();
-    let cases: [(&[&str], &str); 58] = [
+    let cases: [(&[&str], &str); 60] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -297,6 +297,8 @@ fn bad_input_is_refused_with_a_clear_message() {
         // Values no run can use, and options that would be silently ignored.
         (&["run", "--workers", "100000", "queens", "--n", "4"], "at most 4096 worker threads"),
         (&["run", "--output", "-", "queens", "--n", "4"], "records go to stdout when --output is not given"),
+        (&["run", "--hist", "-", "queens", "--n", "4"], "--hist -: `-` names no file here (give ./- for a file"),
+        (&["run", "--checkpoint", "-", "queens", "--n", "4"], "--checkpoint -: `-` names no file here"),
         (&["run", "--fixed-budget", "--maxd", "2", "queens", "--n", "4"], "--maxd does not apply with --fixed-budget"),
         (&["run", "--fixed-budget", "--initial-depth", "1", "queens", "--n", "4"], "--initial-depth does not apply"),
         (&["run", "--stop-file", "/nonexistent-dir/stop", "queens", "--n", "4"], "could never appear"),
@@ -579,4 +581,31 @@ fn a_program_of_its_own_names_itself_in_the_commands_it_shows() {
         "{}",
         stderr(&refused)
     );
+}
+
+/// `--summary-json /dev/stdout` (or `/dev/stderr`) with the stream redirected to a file adds the
+/// summary to what bts wrote there: opened anew, the file was cut, and the records gone.
+#[test]
+fn a_summary_to_dev_stdout_keeps_what_was_written_there() {
+    let dir = tempfile::tempdir().unwrap();
+    for (stream, path) in [("stdout", "/dev/stdout"), ("stderr", "/dev/stderr")] {
+        let file = dir.path().join(stream);
+        let redirected = || std::fs::File::create(&file).unwrap();
+        let mut command = bts_command();
+        command.args(["run", "--progress", "never", "--summary-json", path, "queens", "--n", "6"]);
+        let status = match stream {
+            "stdout" => command.stdout(redirected()).status(),
+            _ => command.stdout(Stdio::null()).stderr(redirected()).status(),
+        };
+        assert_eq!(status.unwrap().code(), Some(0));
+        let text = std::fs::read_to_string(&file).unwrap();
+        let json: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!(json["outputs"], 4, "{text}");
+        let before = text.lines().count() - 1;
+        match stream {
+            // The four solutions of 6-queens, then the summary.
+            "stdout" => assert_eq!(before, 4, "{text}"),
+            _ => assert!(text.starts_with("bts: complete: ") && before >= 2, "{text}"),
+        }
+    }
 }

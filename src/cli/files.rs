@@ -187,6 +187,37 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// `-` is stdout for --summary-json only (records go there without --output): as any other file
+/// option's name it would make a file called `-`.
+pub fn refuse_dash(args: &RunArgs) -> Result<(), CliError> {
+    let files = [
+        ("--checkpoint", &args.stopping.checkpoint),
+        ("--stop-file", &args.stopping.stop_file),
+        ("--hist", &args.output.hist),
+        ("--freq", &args.output.freq),
+        ("--address-file", &args.remote.address_file),
+        ("--token-file", &args.remote.token_file),
+        ("--rendezvous", &args.remote.rendezvous),
+    ];
+    match files.iter().find(|(_, path)| path.as_ref().is_some_and(|p| p.as_os_str() == "-")) {
+        Some((option, _)) => {
+            Err(CliError::usage(format!("{option} -: `-` names no file here (give ./- for a file of that name)")))
+        }
+        None => Ok(()),
+    }
+}
+
+/// 1 or 2 when `path` is the file that stdout or stderr writes to (`/dev/stdout`, or the file
+/// they were redirected to).
+pub fn standard_stream(path: &Path) -> Option<i32> {
+    let m = std::fs::metadata(path).ok()?;
+    [1, 2].into_iter().find(|&fd| {
+        // SAFETY: fstat writes only the zeroed struct it is given.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        unsafe { libc::fstat(fd, &mut st) == 0 && (st.st_dev as u64, st.st_ino as u64) == (m.dev(), m.ino()) }
+    })
+}
+
 /// Whether `path` can be written, without creating or changing it.
 fn check_writable(path: &Path) -> io::Result<()> {
     if path.exists() {

@@ -578,9 +578,12 @@ fn report(args: &RunArgs, summary: &crate::Summary) -> Result<(), CliError> {
     crate::logging::say!("{}", summary.human().trim_end_matches('\n'));
     if let Some(path) = &args.output.summary_json {
         let json = serde_json::to_string(summary).expect("a summary serialises") + "\n";
-        let (written, to) = match path.as_os_str() == "-" {
-            true => (io::stdout().lock().write_all(json.as_bytes()), "stdout".to_string()),
-            false => (std::fs::write(path, json), path.display().to_string()),
+        // `/dev/stdout` opened anew would cut the file stdout goes to, and what bts wrote there.
+        let stream = if path.as_os_str() == "-" { Some(1) } else { files::standard_stream(path) };
+        let (written, to) = match stream {
+            Some(1) => (io::stdout().lock().write_all(json.as_bytes()), "stdout".to_string()),
+            Some(_) => (io::stderr().lock().write_all(json.as_bytes()), "stderr".to_string()),
+            None => (std::fs::write(path, json), path.display().to_string()),
         };
         written.map_err(|e| CliError::failure(format!("cannot write the summary to {to}: {e}")))?;
     }
@@ -604,6 +607,7 @@ fn check_optimising(args: &RunArgs, searcher: &dyn Searcher, spec: &TreeSpec) ->
 /// Checks the options together and turns them into the run's configuration; when resuming, options
 /// not given keep the checkpoint's values.
 fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptions, CliError> {
+    files::refuse_dash(args)?;
     let mode = run_mode(args, resuming)?;
     let listen = listen_options(args)?;
     let workers = match args.workers.workers {
