@@ -148,6 +148,8 @@ fn a_remote_workers_job_fails_clearly_when_its_answer_outgrows_a_frame() {
 const FAULTY: &str = r#"
 import os, sys, time
 mode, persistent = sys.argv[1], sys.argv[2] == "persistent"
+# A branch and bound's records are solutions.
+record = "solution 1" if mode in ("badsolution", "spacedsolution", "prunedlate", "optimisedout") else "out"
 def job(node, marker):
     if node == "n7" and mode == "quiet":
         print(f"faulty: failing at {node} ({mode})", file=sys.stderr, flush=True)
@@ -157,9 +159,9 @@ def job(node, marker):
     elif node.count(".") == 0:
         for i in range(5): print(f"unexplored 2 {node}.{i}")
     else:
-        print(f"out {node}")
+        print(f"{record} {node}")
     if node == "n7" and not (mode == "once" and os.path.exists(marker)):
-        print("out partial record of a failing job", flush=True)
+        print(f"{record} partial record of a failing job", flush=True)
         print(f"faulty: failing at {node} ({mode})", file=sys.stderr, flush=True)
         if mode == "once":
             open(marker, "w").close()
@@ -182,11 +184,13 @@ def job(node, marker):
         if mode == "spacedsolution": print("solution  5 r", flush=True); return
         if mode == "solution": print("solution 5 r", flush=True); return
         if mode == "prunedlate": print("done 0 pruned=1", flush=True); return
+        if mode == "optimisedout": print("out r", flush=True); return
     print("done 1", flush=True)
 marker = sys.argv[3]
 if persistent:
     for line in sys.stdin:
-        job(line.rstrip("\n").split(" ", 4)[4], marker)
+        # A branch and bound's job line has the least value before the node.
+        job(line.rstrip("\n").split(" ", 4 if record == "out" else 5)[-1], marker)
 else:
     job(os.environ["BTS_NODE"], marker)
 "#;
@@ -209,7 +213,7 @@ fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Opti
     if persistent {
         args.push("--persistent");
     }
-    if mode == "badsolution" || mode == "spacedsolution" || mode == "prunedlate" {
+    if ["badsolution", "spacedsolution", "prunedlate", "optimisedout"].contains(&mode) {
         args.push("--optimise");
     }
     // A short timeout where the program hangs; elsewhere one that a loaded machine's Python starts keep to.
@@ -225,7 +229,7 @@ fn run_faulty(dir: &Path, mode: &str, persistent: bool, extra: &[&str]) -> (Opti
 fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let timeout = "took longer than --job-timeout 2 s";
-    let cases: [(&str, bool, &str); 23] = [
+    let cases: [(&str, bool, &str); 24] = [
         ("exit", true, "ended before `done` (exit status 3)"),
         ("exit", false, "ended before `done` (exit status 3)"),
         ("signal", true, "killed by signal 9"),
@@ -258,6 +262,7 @@ fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
         ("spacedsolution", false, "not a line of the protocol: not `solution <value> <record>`"),
         ("solution", true, "a `solution` line in a plain enumeration (a branch and bound needs --optimise)"),
         ("prunedlate", false, "`done 0` after records, nodes or solutions: a job whose own node was pruned"),
+        ("optimisedout", true, "an `out` line in a branch and bound, whose records are its best solutions"),
     ];
     for (mode, persistent, message) in cases {
         let ck = dir.path().join(format!("ck-{mode}-{persistent}"));

@@ -404,6 +404,11 @@ impl ExecRunner {
             };
             heard = true;
             match lines::parse(&line) {
+                Some(Line::Out(_)) if self.config.optimise => {
+                    let what = "an `out` line in a branch and bound, whose records are its best solutions \
+                                (report each with `solution <value> <record>`)";
+                    return Err(Failure::with_line(what, &line, program));
+                }
                 Some(Line::Out(text)) => {
                     outputs += 1;
                     if self.settings.keep_output {
