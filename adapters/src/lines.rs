@@ -78,8 +78,9 @@ pub fn expected_form(line: &[u8]) -> Option<&'static str> {
     let word = line.split(|b| b.is_ascii_whitespace()).next()?;
     Some(match word.to_ascii_lowercase().as_slice() {
         b"done" => {
-            "`done <visited> [leaves=<n>] [max_depth=<n>] [job=<n>]`, in lower case, the count of visited nodes \
-             first (counts below 2^64, depths below 2^32)"
+            "`done <visited> [leaves=<n>] [max_depth=<n>] [job=<n>] [pruned=<n>]`, in lower case, the count of \
+             visited nodes first, each field at most once (counts below 2^64, depths below 2^32; pruned= for a branch \
+             and bound)"
         }
         b"unexplored" => "`unexplored <depth> <node>`, in lower case, one space apart (a depth below 2^32)",
         b"solution" => {

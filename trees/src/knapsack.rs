@@ -245,7 +245,11 @@ pub fn parse(text: &str) -> Result<(u64, Vec<(u64, u64)>), String> {
             _ => return Err(bad()),
         }
     }
-    Ok((capacity.ok_or("no capacity: the file is empty")?, items))
+    let empty = match text.trim().is_empty() {
+        true => "no capacity: the file is empty",
+        false => "no capacity: the file holds only blank lines and comments",
+    };
+    Ok((capacity.ok_or(empty)?, items))
 }
 
 impl<B: Taken> KnapsackOf<B> {
@@ -455,7 +459,9 @@ mod tests {
         assert_eq!(k.positions, vec![2, 1, 0]);
         assert_eq!(Knapsack::parse("\u{feff}10\n6 5\n").unwrap().capacity, 10, "a byte-order mark");
         for (text, error) in [
-            ("", "no capacity"),
+            ("", "no capacity: the file is empty"),
+            ("# only a comment\n\n", "no capacity: the file holds only blank lines and comments"),
+            ("\u{feff}\u{feff}10\n", "line 1: `\\u{feff}10` is not a capacity"),
             ("10 3\n", "line 1: `10 3` is not a capacity"),
             ("10\n1 2 3\n", "line 2"),
             ("10\n1 -2\n", "line 2"),

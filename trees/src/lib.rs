@@ -37,7 +37,9 @@ fn about_file(tree: &str, path: &std::path::Path, text: &str, error: String) -> 
     format!("{tree}: {}: {error}{hint}", path.display())
 }
 
-/// A line quoted in an error message, its control characters escaped (a CR would garble a terminal).
+/// A line quoted in an error message, its control characters escaped (a CR would garble a terminal),
+/// and the invisible ones that break a number (a byte-order mark, a zero-width space).
 fn quoted(line: &str) -> String {
-    line.trim().chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    let invisible = |c: char| c.is_control() || matches!(c, '\u{feff}' | '\u{200b}'..='\u{200d}' | '\u{2060}');
+    line.trim().chars().map(|c| if invisible(c) { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
