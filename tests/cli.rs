@@ -222,7 +222,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let out = out.to_str().unwrap();
     let rendezvous = dir.path().join("launch");
     let rendezvous = rendezvous.to_str().unwrap();
-    let cases: [(&[&str], &str); 60] = [
+    let cases: [(&[&str], &str); 61] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -297,6 +297,10 @@ fn bad_input_is_refused_with_a_clear_message() {
         // Values no run can use, and options that would be silently ignored.
         (&["run", "--workers", "100000", "queens", "--n", "4"], "at most 4096 worker threads"),
         (&["run", "--output", "-", "queens", "--n", "4"], "records go to stdout when --output is not given"),
+        (
+            &["run", "--node-limit", "0", "queens", "--n", "4"],
+            "'0' is not a whole number of at least 1 (and below 2^64)",
+        ),
         (&["run", "--hist", "-", "queens", "--n", "4"], "--hist -: `-` names no file here (give ./- for a file"),
         (&["run", "--checkpoint", "-", "queens", "--n", "4"], "--checkpoint -: `-` names no file here"),
         (&["run", "--fixed-budget", "--maxd", "2", "queens", "--n", "4"], "--maxd does not apply with --fixed-budget"),

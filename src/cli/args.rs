@@ -171,7 +171,7 @@ pub struct RemoteArgs {
 )]
 pub struct EstimateArgs {
     /// Random root-to-leaf probes
-    #[arg(long, value_name = "K", default_value_t = 1000, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "K", default_value_t = 1000, allow_negative_numbers = true, value_parser = positive::<u64>)]
     pub probes: u64,
     /// Print one JSON object: {"nodes", "std_error", "probes", ...}
     #[arg(long)]
@@ -238,7 +238,7 @@ pub struct BudgetArgs {
     #[arg(long, value_name = "L", allow_hyphen_values = true, value_parser = parse_nonnegative)]
     pub lmax: Option<f64>,
     /// Relative depth limit of jobs handed out while |L| < lmin*P
-    #[arg(long, value_name = "D", allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "D", allow_hyphen_values = true, value_parser = positive::<u32>)]
     pub maxd: Option<u32>,
     /// Depth limit of the first job, to seed the job list
     #[arg(long, value_name = "D", allow_hyphen_values = true)]
@@ -289,7 +289,7 @@ pub struct StopArgs {
     #[arg(long, value_name = "F")]
     pub stop_file: Option<PathBuf>,
     /// Stop after visiting N nodes (exit status 3)
-    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = positive::<u64>)]
     pub node_limit: Option<u64>,
     /// Stop after SECS seconds (fractions allowed; exit status 3)
     #[arg(long, value_name = "SECS", allow_hyphen_values = true, value_parser = parse_seconds)]
@@ -373,6 +373,14 @@ pub fn parse_seconds(s: &str) -> Result<Duration, String> {
             Ok(Duration::from_secs_f64(x))
         }
         _ => Err(format!("'{s}' is not a positive number of seconds (at most {MAX_SECONDS:e})")),
+    }
+}
+
+/// A whole number of at least 1 (clap's range said "not in 1..18446744073709551615").
+fn positive<T: std::str::FromStr + PartialEq + From<u8>>(s: &str) -> Result<T, String> {
+    match s.trim().parse::<T>() {
+        Ok(x) if x != T::from(0) => Ok(x),
+        _ => Err(format!("'{s}' is not a whole number of at least 1 (and below 2^{})", 8 * size_of::<T>())),
     }
 }
 

@@ -23,7 +23,7 @@ pub fn mix(mut z: u64) -> u64 {
 #[derive(Clone, Debug, Parser)]
 #[command(name = "gw", no_binary_name = true, about = "A critical Galton-Watson tree (Avis & Devroye, Section 6)")]
 pub struct GwArgs {
-    /// Maximum number of children Δ (at least 2).
+    /// Maximum number of children Δ (2 to 1,000,000).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..=1_000_000))]
     pub delta: u32,
     /// Seed of the tree (sizes vary wildly: seed 656 gives 1,768,787 nodes with Δ = 10, seed

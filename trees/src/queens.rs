@@ -23,7 +23,7 @@ const COL_BITS: u32 = 5;
     about = "The backtracking tree of N-queens; solutions are output records"
 )]
 pub struct QueensArgs {
-    /// Board size N.
+    /// Board size N (1 to 25).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_N as i64))]
     pub n: u32,
 }
