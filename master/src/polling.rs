@@ -500,7 +500,16 @@ impl Coordinator {
                 slot.late.extend(nodes);
             }
             PollReport::Failed { worker, failure } => {
-                tracing::error!(worker, node = %failure.node, "a node failed: {}", failure.message);
+                // The run's first failure is its error, which its end reports in full.
+                let failing = |p: &Option<PauseFor>| matches!(p, Some(PauseFor::Fail(_)));
+                let first = self.outcome.is_none()
+                    && self.ending.is_none()
+                    && !failing(&self.pause)
+                    && !self.reset.as_ref().is_some_and(|r| failing(&r.pause_after));
+                match first {
+                    true => tracing::error!(worker, node = %failure.node, "a node failed; the run stops"),
+                    false => tracing::error!(worker, node = %failure.node, "another node failed: {}", failure.message),
+                }
                 self.request_pause(PauseFor::Fail(failure));
             }
             PollReport::Finished { worker, progress, pieces, moved } => {
