@@ -155,12 +155,18 @@ impl Summary {
     pub fn new(tree: &str, outcome: &Outcome, scheduler: &dyn RunView, elapsed: Duration, segments: u32) -> Self {
         let t = scheduler.totals();
         let secs = elapsed.as_secs_f64();
+        // With no node visited there are no leaves or depths to speak of (`max_depth: 0` would be
+        // the root's).
+        let mut totals = t.clone();
+        if totals.nodes == 0 {
+            (totals.leaves, totals.max_depth) = (None, None);
+        }
         Summary {
             complete: *outcome == Outcome::Complete,
             outcome: outcome_name(outcome).to_string(),
             tree: tree.to_string(),
             mode: scheduler.mode().to_string(),
-            totals: t.clone(),
+            totals,
             workers: scheduler.workers_seen() as usize,
             elapsed_s: secs,
             segments,

@@ -613,3 +613,14 @@ fn a_summary_to_dev_stdout_keeps_what_was_written_there() {
         }
     }
 }
+
+/// A run that visited no node (its time limit came before any worker) has no leaves or depths to
+/// speak of: `null`, not the root's depth 0.
+#[test]
+fn a_run_that_visited_nothing_has_no_leaves_or_depth() {
+    let args = ["run", "--workers", "0", "--listen", "127.0.0.1:0", "--time-limit", "0.3", "--progress", "never"];
+    let o = bts(&[&args[..], &["--summary-json", "-", "queens", "--n", "8"]].concat());
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let s = summary(&o);
+    assert_eq!((&s["nodes"], &s["leaves"], &s["max_depth"]), (&Value::from(0), &Value::Null, &Value::Null), "{s}");
+}
