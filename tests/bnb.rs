@@ -417,19 +417,41 @@ fn the_summary_has_a_best_object_and_the_record_is_the_output() {
     assert!(!stderr(&o).contains("best so far"), "{}", stderr(&o));
 }
 
-/// A run stopped before its end writes no record (it is not proven optimal): the human summary
-/// shows the best found so far, the JSON's `best.record`.
+/// A run stopped before its end writes the best record found so far, and says it is not proven
+/// optimal: the human summary shows it, the JSON's `best.record` holds it. Resumed, its record is
+/// taken back: each stop leaves the best so far in the output file, once, and the end the optimum.
 #[test]
-fn a_stopped_branch_and_bound_shows_its_best_so_far() {
+fn a_stopped_branch_and_bound_writes_its_best_so_far() {
     let dir = tempfile::tempdir().unwrap();
     let (file, optimum) = hard_knapsack(&dir, 24, 110);
     let o = bts(&["run", "--workers", "1", "--node-limit", "2000", "--summary-json", "-", "knapsack", "--file", &file]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(o.stdout.starts_with(b"{"), "no record on stdout");
     let s = summary(&o);
     let record = s["best"]["record"].as_str().unwrap();
     assert!(s["best"]["value"].as_i64() <= Some(optimum));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().next(), Some(record), "the record first on stdout");
     assert!(stderr(&o).contains(&format!("bts: the best so far, not proven optimal: {record}\n")), "{}", stderr(&o));
+    // Into a file, over segments stopped by a node limit until the run ends.
+    let (ck, out) = (dir.path().join("k.ckpt"), dir.path().join("k.out"));
+    let run =
+        ["run", "--checkpoint", ck.to_str().unwrap(), "--output", out.to_str().unwrap(), "--node-limit", "1000000"];
+    let mut o = bts(&[&run[..], &["knapsack", "--file", &file]].concat());
+    let mut segments = 1;
+    while o.status.code() == Some(3) {
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(text.lines().count(), 1, "segment {segments}: {text}");
+        let value: i64 = text.split(' ').next().unwrap().strip_prefix("value=").unwrap().parse().unwrap();
+        assert!(value <= optimum);
+        // Both modes, in turn.
+        let mode = if segments % 2 == 1 { "polling" } else { "budget" };
+        o = bts(&["resume", ck.to_str().unwrap(), "--node-limit", "1000000", "--mode", mode]);
+        segments += 1;
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(segments > 2, "the run was too short to stop: {segments} segments");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.starts_with(&format!("value={optimum} ")), "{text}");
 }
 
 /// The progress display shows the best value found so far.

@@ -660,9 +660,9 @@ impl Coordinator {
             Some(StartPlan::Nodes(nodes)) => jobs.extend(nodes.iter().map(pending)),
             None => {}
         }
-        // A target reached: the output is the best records of the paused run, as the final
-        // checkpoint (taken next) records it.
-        if why == PauseFor::Stop(StopReason::Target) && !self.best_written {
+        // A stop (a target reached, a limit, a signal): the output is the best records of the
+        // paused run, as the final checkpoint (taken next) records it.
+        if matches!(why, PauseFor::Stop(_)) && !self.best_written {
             self.write_best();
         }
         self.last = Snapshot { totals: self.totals.clone(), jobs: jobs.clone() };

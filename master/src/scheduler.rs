@@ -816,7 +816,9 @@ impl Scheduler {
         } else {
             return;
         };
-        if matches!(outcome, Outcome::Complete | Outcome::Stopped(StopReason::Target)) {
+        // A stopped run writes its best so far (its summary says it is not proven optimal): a
+        // resumed run takes it back and writes its own.
+        if matches!(outcome, Outcome::Complete | Outcome::Stopped(_)) {
             self.incumbents.write(&mut self.totals, &mut self.output);
         }
         self.outcome = Some(outcome);
