@@ -614,6 +614,54 @@ fn a_summary_to_dev_stdout_keeps_what_was_written_there() {
     }
 }
 
+/// Another file option naming the file stdout or stderr goes to is refused, before the file is
+/// touched: written from two places, the records were cut or overwritten (a checkpoint replaced
+/// them all).
+#[test]
+fn a_file_that_stdout_or_stderr_goes_to_is_no_other_options_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+    let f = file.to_str().unwrap();
+    for (option, stream) in [("--hist", 1), ("--checkpoint", 1), ("--output", 1), ("--output", 2), ("--freq", 2)] {
+        std::fs::write(&file, "kept\n").unwrap();
+        let redirected = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+        let mut command = bts_command();
+        command.args(["run", "--progress", "never", option, f, "queens", "--n", "6"]);
+        let o = match stream {
+            1 => command.stdout(redirected).stderr(Stdio::piped()).output(),
+            _ => command.stderr(redirected).output(),
+        }
+        .unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(o.status.code(), Some(2), "{option} {stream}: {text}");
+        let said = if stream == 1 { stderr(&o) } else { text.clone() };
+        let name = if stream == 1 { "stdout" } else { "stderr" };
+        assert!(said.contains(&format!("is the file {name} goes to")), "{option}: {said}");
+        assert!(text.starts_with("kept\n"), "{option}: {text}");
+    }
+}
+
+/// A summary to a named pipe reaches its reader: the check that the file can be written opened and
+/// closed the pipe, which told the reader its end had come, and the summary then waited for ever.
+#[test]
+fn a_summary_to_a_named_pipe_reaches_its_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let reader = std::thread::spawn({
+        let fifo = fifo.clone();
+        move || std::fs::read_to_string(fifo).unwrap()
+    });
+    let mut child = bts_command()
+        .args(["run", "--progress", "never", "--summary-json", fifo.to_str().unwrap(), "queens", "--n", "6"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert_eq!(wait_bounded(&mut child, Duration::from_secs(30)).code(), Some(0));
+    let json: Value = serde_json::from_str(&reader.join().unwrap()).unwrap();
+    assert_eq!(json["outputs"], 4);
+}
+
 /// A run that visited no node (its time limit came before any worker) has no leaves or depths to
 /// speak of: `null`, not the root's depth 0.
 #[test]

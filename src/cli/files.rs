@@ -59,6 +59,20 @@ pub fn check(
         ("--address-file", args.remote.address_file.as_deref(), "address"),
         ("--rendezvous", args.remote.rendezvous.as_deref(), "rendezvous"),
     ];
+    // A regular file that stdout or stderr goes to (`/dev/stdout`, or `> FILE` named again) would
+    // be written from two places, each cutting or overwriting the other's bytes; the summary alone
+    // is added to the stream instead.
+    for (option, path, what) in written.iter().filter(|w| w.0 != "--summary-json") {
+        let Some(path) = path.filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file())) else { continue };
+        if let Some(fd) = standard_stream(path) {
+            let stream = if fd == 1 { "stdout" } else { "stderr" };
+            return Err(CliError::usage(format!(
+                "{} is the file {stream} goes to: the {what} and what bts prints there would overwrite each \
+                 other; give {option} another file",
+                path.display()
+            )));
+        }
+    }
     let read =
         [("--stop-file", args.stopping.stop_file.as_deref()), ("--token-file", args.remote.token_file.as_deref())];
     let named: Vec<(&str, &Path)> = written
@@ -220,8 +234,19 @@ pub fn standard_stream(path: &Path) -> Option<i32> {
 
 /// Whether `path` can be written, without creating or changing it.
 fn check_writable(path: &Path) -> io::Result<()> {
-    if path.exists() {
-        return OpenOptions::new().write(true).open(path).map(drop);
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => return OpenOptions::new().write(true).open(path).map(drop),
+        // A pipe opened and closed would tell its reader the end has come (and with no reader,
+        // opening it waits): its permissions say enough.
+        Ok(_) => {
+            let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
+            // SAFETY: access only reads the NUL-terminated name.
+            return match unsafe { libc::access(name.as_ptr(), libc::W_OK) } {
+                0 => Ok(()),
+                _ => Err(io::Error::last_os_error()),
+            };
+        }
+        Err(_) => {}
     }
     let folder = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
