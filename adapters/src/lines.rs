@@ -72,10 +72,15 @@ pub fn parse(line: &[u8]) -> Option<Line<'_>> {
 }
 
 /// What a line that [`parse`] refused should have been, when it starts with a word of the
-/// protocol in any case, followed by any blank (`done` with no count, `DONE 5`, `unexplored\t2 n`):
-/// the error says so.
-pub fn expected_form(line: &[u8]) -> Option<&'static str> {
+/// protocol in lower or upper case, followed by any blank (`done` with no count, `DONE 5`,
+/// `unexplored\t2 n`): the error says so. A word in mixed case is a program's chatter (`Out of
+/// memory`), told no form; so are `solution` in a plain enumeration and `out` in a branch and
+/// bound (`optimise`), whose protocols do not have them.
+pub fn expected_form(line: &[u8], optimise: bool) -> Option<&'static str> {
     let word = line.split(|b| b.is_ascii_whitespace()).next()?;
+    if word.iter().any(u8::is_ascii_lowercase) && word.iter().any(u8::is_ascii_uppercase) {
+        return None;
+    }
     Some(match word.to_ascii_lowercase().as_slice() {
         b"done" => {
             "`done <visited> [leaves=<n>] [max_depth=<n>] [job=<n>] [pruned=<n>]`, in lower case, the count of \
@@ -83,11 +88,11 @@ pub fn expected_form(line: &[u8]) -> Option<&'static str> {
              and bound)"
         }
         b"unexplored" => "`unexplored <depth> <node>`, in lower case, one space apart (a depth below 2^32)",
-        b"solution" => {
+        b"solution" if optimise => {
             "`solution <value> <record>`, in lower case, one space apart, with a value from -2^63+1 to 2^63-1 \
              (-2^63 means none)"
         }
-        b"out" => "`out <text>`, in lower case, one space before the text",
+        b"out" if !optimise => "`out <text>`, in lower case, one space before the text",
         b"log" => "`log <text>`, in lower case, one space before the text",
         _ => return None,
     })
@@ -200,28 +205,34 @@ mod tests {
     fn malformed_lines_of_the_protocol_say_their_form() {
         for line in [&b"done"[..], b"done\r", b"done many", b"done 3 leaves"] {
             assert_eq!(parse(line), None);
-            assert!(expected_form(line).unwrap().starts_with("`done <visited>"), "{line:?}");
+            assert!(expected_form(line, false).unwrap().starts_with("`done <visited>"), "{line:?}");
         }
         assert_eq!(parse(b"unexplored x n"), None);
-        assert!(expected_form(b"unexplored x n").unwrap().starts_with("`unexplored <depth> <node>`"));
+        assert!(expected_form(b"unexplored x n", false).unwrap().starts_with("`unexplored <depth> <node>`"));
         // The protocol's words in another case, or followed by a tab.
         for (line, form) in [
             (&b"DONE 5"[..], "`done <visited>"),
             (b"done\t5", "`done <visited>"),
-            (b"Unexplored 2 n", "`unexplored <depth>"),
+            (b"UNEXPLORED 2 n", "`unexplored <depth>"),
             (b"unexplored\t2 n", "`unexplored <depth>"),
             (b"OUT x", "`out <text>`"),
             (b"out\tx", "`out <text>`"),
-            (b"Log x", "`log <text>`"),
+            (b"LOG x", "`log <text>`"),
             (b"solution\t5 x", "`solution <value> <record>`"),
             (b"solution x y", "`solution <value> <record>`"),
         ] {
             assert_eq!(parse(line), None, "{line:?}");
-            assert!(expected_form(line).unwrap().starts_with(form), "{line:?}");
+            let optimise = line.starts_with(b"solution");
+            assert!(expected_form(line, optimise).unwrap().starts_with(form), "{line:?}");
         }
-        assert_eq!(expected_form(b"hello bts"), None);
-        assert_eq!(expected_form(b"outx"), None);
-        assert_eq!(expected_form(b""), None);
+        // A program's chatter; words the run's protocol does not have.
+        for (line, optimise) in [(&b"Out of memory"[..], false), (b"Solution found: 42", true), (b"hello bts", false)] {
+            assert_eq!(expected_form(line, optimise), None, "{line:?}");
+        }
+        assert_eq!(expected_form(b"solution\t5 x", false), None);
+        assert_eq!(expected_form(b"OUT x", true), None);
+        assert_eq!(expected_form(b"outx", false), None);
+        assert_eq!(expected_form(b"", false), None);
     }
 
     /// Records and nodes are bytes, carried exactly: no encoding is assumed, no \r taken away.

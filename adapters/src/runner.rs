@@ -492,7 +492,7 @@ impl ExecRunner {
                     return Err(Failure::with_line(what, &line, program));
                 }
                 None => {
-                    let what = match lines::expected_form(&line) {
+                    let what = match lines::expected_form(&line, self.config.optimise) {
                         Some(form) => format!("not a line of the protocol: not {form}"),
                         None => "not a line of the protocol".to_string(),
                     };
