@@ -658,6 +658,7 @@ fn a_node_a_one_shot_program_cannot_be_given_is_refused_where_it_is_returned() {
         let said = format!("a node that a one-shot program cannot be given: {why}");
         assert_eq!(log.matches(&said).count(), 1, "{args:?}: {log}");
         assert!(log.contains("a job failed; the run stops"), "{args:?}: {log}");
+        assert!(log.contains("1 job was left (give --checkpoint FILE to keep it)"), "{args:?}: {log}");
         assert!(log.contains("a job failed at node \"root\"") && log.contains("(after 1 attempt)"), "{args:?}: {log}");
     }
     // A root that cannot go there is refused before the run.

@@ -533,9 +533,9 @@ fn execute(
         },
         (None, None) => {
             let unit = if summary.mode == "polling" { "unvisited nodes" } else { "jobs" };
-            let verb = if summary.queued == 1 { "was" } else { "were" };
+            let (verb, them) = if summary.queued == 1 { ("was", "it") } else { ("were", "them") };
             let left = crate::summary::plural(summary.queued as u64, unit);
-            format!("{left} {verb} left (give --checkpoint FILE to keep them)")
+            format!("{left} {verb} left (give --checkpoint FILE to keep {them})")
         }
     };
     let lost_or_failed = matches!(finished.outcome, Outcome::Failed(_) | Outcome::Stopped(StopReason::NoWorkers));
