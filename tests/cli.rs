@@ -222,7 +222,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let out = out.to_str().unwrap();
     let rendezvous = dir.path().join("launch");
     let rendezvous = rendezvous.to_str().unwrap();
-    let cases: [(&[&str], &str); 61] = [
+    let cases: [(&[&str], &str); 62] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -281,6 +281,11 @@ fn bad_input_is_refused_with_a_clear_message() {
              --summary-json its value: bts run [OPTIONS] --summary-json <FILE> uts ...",
         ),
         (&["run", "--checkpoint", "queens", "--n", "4"], "--checkpoint took `queens` for its value, and --n was left"),
+        (
+            &["run", "--checkpoint", "exec", "--", "./prog"],
+            "--checkpoint took `exec` for its value, and `./prog` was read as the tree: give --checkpoint its value: \
+             bts run --checkpoint <FILE> exec ...",
+        ),
         (
             &["estimate", "--mode", "polling", "queens", "--n", "6"],
             "--mode is an option of `bts run`, not of `bts estimate`",

@@ -186,7 +186,19 @@ pub(crate) fn build_tree(
             Some(tip) => Err(CliError::usage(format!("{e}; {tip}"))),
             None => Err(CliError::usage(e)),
         },
-        Err(e) => Err(CliError::usage(e)),
+        // `bts run --checkpoint exec -- ./prog`: the option took the tree's name for its value.
+        Err(e @ BuildError::Unknown { .. }) => {
+            let tree = parts.run.last().filter(|t| registry.contains(t));
+            match tree.and_then(|tree| Some((tree, took_the_tree(&parts.run, tree, command)?))) {
+                Some((tree, (took, value))) => Err(CliError::usage(format!(
+                    "{took} took `{tree}` for its value, and `{}` was read as the tree: give {took} its value: \
+                     {} {took} <{value}> {tree} ...",
+                    spec.name,
+                    synopsis.split(' ').take(2).collect::<Vec<_>>().join(" ")
+                ))),
+                None => Err(CliError::usage(e)),
+            }
+        }
     }
 }
 
