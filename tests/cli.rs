@@ -222,7 +222,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let out = out.to_str().unwrap();
     let rendezvous = dir.path().join("launch");
     let rendezvous = rendezvous.to_str().unwrap();
-    let cases: [(&[&str], &str); 62] = [
+    let cases: [(&[&str], &str); 63] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -306,6 +306,7 @@ fn bad_input_is_refused_with_a_clear_message() {
             &["run", "--node-limit", "0", "queens", "--n", "4"],
             "'0' is not a whole number of at least 1 (and below 2^64)",
         ),
+        (&["run", "--scale", "1", "queens", "--n", "4"], "'1' is not a whole number of at least 2 (and below 2^64)"),
         (&["run", "--hist", "-", "queens", "--n", "4"], "--hist -: `-` names no file here (give ./- for a file"),
         (&["run", "--checkpoint", "-", "queens", "--n", "4"], "--checkpoint -: `-` names no file here"),
         (&["run", "--fixed-budget", "--maxd", "2", "queens", "--n", "4"], "--maxd does not apply with --fixed-budget"),

@@ -229,7 +229,7 @@ pub struct BudgetArgs {
     #[arg(long)]
     pub fixed_budget: bool,
     /// Factor of the lmin/lmax rules, at least 2 [default: 100]
-    #[arg(long, value_name = "S", allow_hyphen_values = true, value_parser = clap::value_parser!(u64).range(2..))]
+    #[arg(long, value_name = "S", allow_hyphen_values = true, value_parser = at_least_two)]
     pub scale: Option<u64>,
     /// While |L| < lmin*P, jobs get the depth limit --maxd, or b/scale without one [default: 1]
     #[arg(long, value_name = "L", allow_hyphen_values = true, value_parser = parse_nonnegative)]
@@ -381,6 +381,14 @@ fn positive<T: std::str::FromStr + PartialEq + From<u8>>(s: &str) -> Result<T, S
     match s.trim().parse::<T>() {
         Ok(x) if x != T::from(0) => Ok(x),
         _ => Err(format!("'{s}' is not a whole number of at least 1 (and below 2^{})", 8 * size_of::<T>())),
+    }
+}
+
+/// `--scale`: a whole number of at least 2 (a factor of 1 would change nothing).
+fn at_least_two(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(x) if x >= 2 => Ok(x),
+        _ => Err(format!("'{s}' is not a whole number of at least 2 (and below 2^64)")),
     }
 }
 
