@@ -40,7 +40,7 @@ impl Failure {
     }
 
     pub(crate) fn with_line(what: impl Into<String>, line: &[u8], program: &Program) -> Self {
-        Self { line: Some(shorten(&String::from_utf8_lossy(line), 200)), ..Self::new(what, program) }
+        Self { line: Some(quote_line(line, 200)), ..Self::new(what, program) }
     }
 
     /// What went wrong and the offending line, then `tries` (how many attempts), then the
@@ -48,7 +48,7 @@ impl Failure {
     fn message(&self, tries: &str) -> String {
         let mut m = self.what.clone();
         if let Some(l) = &self.line {
-            m += &format!("; the offending line: {l:?}");
+            m += &format!("; the offending line: {l}");
         }
         m += &format!(" ({tries})");
         if self.stderr.is_empty() {
@@ -58,6 +58,28 @@ impl Failure {
         }
         m
     }
+}
+
+/// A program's line quoted for a message, its first `max` characters: control characters escaped
+/// as Rust writes them, and bytes that are not UTF-8 as `\xNN` (the replacement character hid them).
+fn quote_line(line: &[u8], max: usize) -> String {
+    let mut out = String::from("\"");
+    let pieces = line.utf8_chunks().flat_map(|chunk| {
+        let valid = chunk.valid().chars().map(|c| match c {
+            '\'' => "'".to_string(),
+            c => c.escape_debug().to_string(),
+        });
+        valid.chain(chunk.invalid().iter().map(|b| format!("\\x{b:02x}")))
+    });
+    for (i, piece) in pieces.enumerate() {
+        if i == max {
+            out.push_str("...");
+            break;
+        }
+        out.push_str(&piece);
+    }
+    out.push('"');
+    out
 }
 
 fn shorten(s: &str, max: usize) -> String {
@@ -609,5 +631,20 @@ pub(crate) fn with_retries(
                 return Err(JobFailure { id: job.id, node, message, given_up });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote_line;
+
+    /// An offending line is shown as it was: bytes that are not UTF-8 as `\xNN`, control
+    /// characters escaped, long lines cut.
+    #[test]
+    fn offending_lines_are_quoted_byte_for_byte() {
+        assert_eq!(quote_line(b"hello bts", 200), r#""hello bts""#);
+        assert_eq!(quote_line(b"DONE\xe05", 200), r#""DONE\xe05""#);
+        assert_eq!(quote_line("done\t5 \"é\" it's\r".as_bytes(), 200), r#""done\t5 \"é\" it's\r""#);
+        assert_eq!(quote_line(&[b'x'; 300], 3), r#""xxx...""#);
     }
 }
