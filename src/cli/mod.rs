@@ -213,7 +213,13 @@ fn tip(message: &str, tree: &str, command: &clap::Command) -> Option<String> {
     if let Some(name) = arg.strip_prefix("--") {
         let name = name.split('=').next().unwrap_or(name);
         let close = command.get_arguments().filter_map(|a| a.get_long()).min_by_key(|l| edit_distance(l, name))?;
-        return (edit_distance(close, name) <= 2).then(|| format!("did you mean the option --{close}?"));
+        if edit_distance(close, name) <= 2 {
+            return Some(format!("did you mean the option --{close}?"));
+        }
+        // `bts estimate queens --n 8 --workers 2`.
+        let of_run =
+            <args::RunArgs as clap::CommandFactory>::command().get_arguments().any(|a| a.get_long() == Some(name));
+        return of_run.then(|| format!("--{name} is an option of `bts run`, not of `{}`", command.get_name()));
     }
     if let Some(short) = arg.strip_prefix('-') {
         let short = short.chars().next().filter(|_| short.chars().count() == 1)?;
