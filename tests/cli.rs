@@ -222,7 +222,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let out = out.to_str().unwrap();
     let rendezvous = dir.path().join("launch");
     let rendezvous = rendezvous.to_str().unwrap();
-    let cases: [(&[&str], &str); 63] = [
+    let cases: [(&[&str], &str); 64] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -289,6 +289,10 @@ fn bad_input_is_refused_with_a_clear_message() {
         (
             &["estimate", "--mode", "polling", "queens", "--n", "6"],
             "--mode is an option of `bts run`, not of `bts estimate`",
+        ),
+        (
+            &["estimate", "queens", "--n", "6", "--workers", "2"],
+            "--workers is an option of `bts run`, not of `bts estimate`",
         ),
         // A negative number is a bad value, not an option.
         (&["estimate", "--probes", "-1", "queens", "--n", "8"], "invalid value '-1' for '--probes <K>'"),
