@@ -222,7 +222,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let out = out.to_str().unwrap();
     let rendezvous = dir.path().join("launch");
     let rendezvous = rendezvous.to_str().unwrap();
-    let cases: [(&[&str], &str); 64] = [
+    let cases: [(&[&str], &str); 65] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -313,6 +313,7 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["run", "--scale", "1", "queens", "--n", "4"], "'1' is not a whole number of at least 2 (and below 2^64)"),
         (&["run", "--hist", "-", "queens", "--n", "4"], "--hist -: `-` names no file here (give ./- for a file"),
         (&["run", "--checkpoint", "-", "queens", "--n", "4"], "--checkpoint -: `-` names no file here"),
+        (&["worker", "--connect-file", "-"], "--connect-file -: `-` names no file here"),
         (&["run", "--fixed-budget", "--maxd", "2", "queens", "--n", "4"], "--maxd does not apply with --fixed-budget"),
         (&["run", "--fixed-budget", "--initial-depth", "1", "queens", "--n", "4"], "--initial-depth does not apply"),
         (&["run", "--stop-file", "/nonexistent-dir/stop", "queens", "--n", "4"], "could never appear"),
