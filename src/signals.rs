@@ -8,7 +8,7 @@ use bts_master::StopReason;
 use bts_protocol::runtime::runtime;
 use bts_worker::remote::CancellationToken;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// The signals that stop bts.
@@ -121,7 +121,18 @@ fn count(index: usize) {
         return;
     }
     LAST_COUNTED[index].store(now, Ordering::SeqCst);
-    DELIVERED.fetch_add(1, Ordering::SeqCst);
+    let n = DELIVERED.fetch_add(1, Ordering::SeqCst);
+    KINDS[n as usize % KINDS.len()].store(index as u8 + 1, Ordering::SeqCst);
+}
+
+/// Which signal each count was (1 + its index in SIGINT, SIGTERM, SIGHUP), for the last few
+/// counts: tokio's task learns only of one of the signals that came before it woke.
+static KINDS: [AtomicU8; 4] = [AtomicU8::new(0), AtomicU8::new(0), AtomicU8::new(0), AtomicU8::new(0)];
+
+/// The signal of count `n` (from 0), if it is known.
+fn kind(n: u32) -> Option<libc::c_int> {
+    let index = KINDS[n as usize % KINDS.len()].load(Ordering::SeqCst);
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP].get(usize::from(index).checked_sub(1)?).copied()
 }
 
 /// Counts the stopping signals into [`DELIVERED`], once a process; false if it cannot.
@@ -156,8 +167,9 @@ fn on_signals(mut act: impl FnMut(u32, libc::c_int) + Send + 'static) {
                 false => seen + 1,
             };
             while seen < delivered {
+                let which = if counting { kind(before + seen).unwrap_or(signal) } else { signal };
                 seen += 1;
-                act(seen, signal);
+                act(seen, which);
             }
         }
     });
@@ -191,8 +203,8 @@ mod tests {
     #[test]
     fn signals_in_quick_succession_each_count_but_for_repeats_within_50_ms() {
         let (tx, rx) = std::sync::mpsc::channel();
-        super::on_signals(move |seen, _signal| {
-            let _ = tx.send(seen);
+        super::on_signals(move |seen, signal| {
+            let _ = tx.send((seen, signal));
         });
         // SAFETY: the handlers installed above replace the default action. `raise` runs them on
         // this thread before it returns, so all three usually come before the task wakes.
@@ -202,10 +214,11 @@ mod tests {
             libc::raise(libc::SIGINT);
         }
         let wait = || rx.recv_timeout(Duration::from_secs(10)).expect("a signal was not seen");
-        assert_eq!([wait(), wait()], [1, 2]);
+        // Each named as it came, though the task woke for one of them.
+        assert_eq!([wait(), wait()], [(1, libc::SIGINT), (2, libc::SIGTERM)]);
         assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "a repeat within 50 ms was counted");
         // Later, the same signal counts again.
         unsafe { libc::raise(libc::SIGINT) };
-        assert_eq!(wait(), 3);
+        assert_eq!(wait(), (3, libc::SIGINT));
     }
 }
