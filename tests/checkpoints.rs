@@ -347,8 +347,7 @@ fn a_run_stopped_by_timeout_stops_once_and_cleanly() {
         std::thread::sleep(Duration::from_millis(10));
         unsafe { libc::kill(pid, libc::SIGTERM) };
         let status = wait_bounded(&mut child, Duration::from_secs(60));
-        let mut log = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+        let log = stderr_of(&mut child);
         stopped_once(status.code(), &log);
     }
     let o = bts(&["resume", ck.to_str().unwrap(), "--progress", "never"]);
@@ -655,8 +654,7 @@ fn an_output_or_checkpoint_that_is_not_a_regular_file_is_refused_up_front() {
             .spawn()
             .unwrap();
         let status = wait_bounded(&mut child, Duration::from_secs(20));
-        let mut message = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut message).unwrap();
+        let message = stderr_of(&mut child);
         assert_eq!(status.code(), Some(2), "{option} {path}: {message}");
         assert!(message.contains("not a regular file"), "{option} {path}: {message}");
     }
@@ -989,8 +987,7 @@ fn a_run_that_breaks_off_says_what_resuming_does_again() {
     }
     drop(stdout);
     let status = wait_bounded(&mut run, Duration::from_secs(30));
-    let mut log = String::new();
-    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
+    let log = stderr_of(&mut run);
     assert_eq!(status.code(), Some(1), "{log}");
     let said: Value = serde_json::from_str(&std::fs::read_to_string(&s).unwrap()).unwrap();
     assert_eq!(said["outcome"], "failed", "{log}");
@@ -1040,8 +1037,7 @@ fn an_output_file_removed_or_cut_during_the_run_stops_it() {
             .unwrap(),
         }
         let status = wait_bounded(&mut run, Duration::from_secs(60));
-        let mut log = String::new();
-        std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
+        let log = stderr_of(&mut run);
         assert_eq!(status.code(), Some(1), "{tamper}: {log}");
         let said = match tamper {
             "remove" => format!("{} was removed, moved or replaced", out.display()),
@@ -1076,8 +1072,7 @@ fn a_checkpoint_whose_folder_is_gone_is_not_offered_for_resuming() {
     std::fs::remove_dir_all(&folder).unwrap();
     signal(&run, "-TERM");
     let status = wait_bounded(&mut run, Duration::from_secs(60));
-    let mut log = String::new();
-    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
+    let log = stderr_of(&mut run);
     assert_eq!(status.code(), Some(1), "{log}");
     assert!(log.contains("no earlier checkpoint is left there"), "{log}");
     assert!(!log.contains("carries on from it"), "{log}");

@@ -611,8 +611,7 @@ echo "done 1"
     wait_until(Duration::from_secs(30), || started.exists(), || "the job did not start".into());
     signal(&run, "-INT");
     let status = wait_bounded(&mut run, Duration::from_secs(30));
-    let mut log = String::new();
-    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
+    let log = stderr_of(&mut run);
     assert_eq!(status.code(), Some(3), "{log}");
     assert!(log.contains("given up as the run or its worker stops"), "{log}");
     let o = bts(&["resume", ck.to_str().unwrap(), "--summary-json", "-"]);
@@ -1162,7 +1161,6 @@ fn a_stop_that_waits_for_its_workers_says_so() {
     wait_until(Duration::from_secs(30), || started.exists(), || "the job did not start".into());
     signal(&run, "-INT");
     wait_bounded(&mut run, Duration::from_secs(30));
-    let mut log = String::new();
-    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
+    let log = stderr_of(&mut run);
     assert!(log.contains("the stop waits for the jobs out with 1 worker"), "{log}");
 }

@@ -513,8 +513,7 @@ fn a_run_whose_job_folder_is_removed_carries_on() {
         wait_until(Duration::from_secs(10), gone, || format!("cannot remove {}", folder.display()));
     }
     let status = wait_bounded(&mut child, Duration::from_secs(60));
-    let mut log = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    let log = stderr_of(&mut child);
     assert_eq!(status.code(), Some(0), "{log}");
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     assert_totals(&s, &plain, "job folder removed");

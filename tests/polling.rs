@@ -379,8 +379,7 @@ fn a_polling_run_stopped_at_once_says_what_its_checkpoint_holds() {
         signal(&run, "-INT");
         signal(&run, "-TERM");
         let status = wait_bounded(&mut run, Duration::from_secs(30));
-        let mut log = String::new();
-        std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut log).unwrap();
+        let log = stderr_of(&mut run);
         assert_eq!(status.code(), Some(3), "{log}");
         let said: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&s).unwrap()).unwrap();
         let held = inspect(&ck)["counters"].clone();

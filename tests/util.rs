@@ -22,6 +22,13 @@ pub fn summary(o: &Output) -> Value {
     serde_json::from_str(text.lines().last().expect("a summary line")).expect("the summary is JSON")
 }
 
+/// All a child with a piped stderr wrote there (read to its end: call it once the child exits).
+pub fn stderr_of(child: &mut Child) -> String {
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("a piped stderr"), &mut log).unwrap();
+    log
+}
+
 /// What `bts inspect` says of the checkpoint at `path`.
 pub fn inspect(path: &std::path::Path) -> Value {
     let o = bts(&["inspect", path.to_str().unwrap()]);

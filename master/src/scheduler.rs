@@ -386,20 +386,24 @@ impl Scheduler {
                         };
                         failure.message = format!("{}; it had failed {elsewhere} too: {before}", failure.message);
                     }
-                    // The first failure is the run's error, which its end reports in full.
-                    match self.failure {
-                        None => tracing::error!(worker, node = %failure.node, "a job failed; the run stops"),
-                        Some(_) => {
-                            tracing::error!(worker, node = %failure.node, "another job failed: {}", failure.message)
-                        }
-                    }
-                    self.failure.get_or_insert(failure);
-                    self.stop.get_or_insert(StopReason::JobFailed);
+                    let _worker = tracing::error_span!("", worker).entered();
+                    self.fail(failure, "a job failed");
                 }
             }
         }
         self.dispatch();
         Ok(())
+    }
+
+    /// Fails the run. The first failure is the run's error, which its end reports in full: the log
+    /// says only `what` happened; a later one is logged with its message.
+    fn fail(&mut self, failure: JobFailure, what: &str) {
+        match self.failure {
+            None => tracing::error!(node = %failure.node, "{what}; the run stops"),
+            Some(_) => tracing::error!(node = %failure.node, "{what} too: {}", failure.message),
+        }
+        self.failure.get_or_insert(failure);
+        self.stop.get_or_insert(StopReason::JobFailed);
     }
 
     /// `worker` is gone: its jobs go back to L, and nothing it did for them counts.
@@ -583,10 +587,9 @@ impl Scheduler {
             }
             let message = "its report would overflow the run's totals (2^64 nodes, records, bytes or \
                            pruned nodes): the worker or program misreports";
-            tracing::error!(worker, job = id.0, "{message}");
             let node = format!("(the node of job {})", id.0);
-            self.failure.get_or_insert(JobFailure::new(id, node, message));
-            self.stop.get_or_insert(StopReason::JobFailed);
+            let _worker = tracing::error_span!("", worker).entered();
+            self.fail(JobFailure::new(id, node, message), "a job's report misreports");
             return Ok(());
         }
 
@@ -705,17 +708,7 @@ impl Scheduler {
         if let Some(i) = self.retries.iter().position(|(_, e)| !self.elsewhere(&e.places)) {
             let (pending, earlier) = self.retries.remove(i);
             self.list.put_back(pending);
-            let (node, message) = (&earlier.failure.node, &earlier.failure.message);
-            match self.failure {
-                None => {
-                    tracing::error!(%node, "a job failed, and no worker elsewhere is left to try it; the run stops")
-                }
-                Some(_) => {
-                    tracing::error!(%node, "another job failed, with no worker elsewhere left to try it: {message}")
-                }
-            }
-            self.failure.get_or_insert(earlier.failure);
-            self.stop.get_or_insert(StopReason::JobFailed);
+            self.fail(earlier.failure, "a job failed, and no worker elsewhere is left to try it");
         }
         let waiting = self.list.len() + self.retries.len();
         if self.stop.is_none() && waiting > 0 && self.remaining_budget() == 0 && self.in_flight.is_empty() {

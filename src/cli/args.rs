@@ -377,18 +377,19 @@ pub fn parse_seconds(s: &str) -> Result<Duration, String> {
 }
 
 /// A whole number of at least 1 (clap's range said "not in 1..18446744073709551615").
-fn positive<T: std::str::FromStr + PartialEq + From<u8>>(s: &str) -> Result<T, String> {
-    match s.trim().parse::<T>() {
-        Ok(x) if x != T::from(0) => Ok(x),
-        _ => Err(format!("'{s}' is not a whole number of at least 1 (and below 2^{})", 8 * size_of::<T>())),
-    }
+fn positive<T: std::str::FromStr + PartialOrd + From<u8>>(s: &str) -> Result<T, String> {
+    whole_at_least(s, 1)
 }
 
 /// `--scale`: a whole number of at least 2 (a factor of 1 would change nothing).
 fn at_least_two(s: &str) -> Result<u64, String> {
-    match s.trim().parse::<u64>() {
-        Ok(x) if x >= 2 => Ok(x),
-        _ => Err(format!("'{s}' is not a whole number of at least 2 (and below 2^64)")),
+    whole_at_least(s, 2)
+}
+
+fn whole_at_least<T: std::str::FromStr + PartialOrd + From<u8>>(s: &str, least: u8) -> Result<T, String> {
+    match s.trim().parse::<T>() {
+        Ok(x) if x >= T::from(least) => Ok(x),
+        _ => Err(format!("'{s}' is not a whole number of at least {least} (and below 2^{})", 8 * size_of::<T>())),
     }
 }
 

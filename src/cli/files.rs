@@ -204,7 +204,7 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 /// `-` is stdout for --summary-json only (records go there without --output): as any other file
 /// option's name it would make a file called `-`.
 pub fn refuse_dash(args: &RunArgs) -> Result<(), CliError> {
-    let files = [
+    no_dash(&[
         ("--checkpoint", &args.stopping.checkpoint),
         ("--stop-file", &args.stopping.stop_file),
         ("--hist", &args.output.hist),
@@ -212,7 +212,11 @@ pub fn refuse_dash(args: &RunArgs) -> Result<(), CliError> {
         ("--address-file", &args.remote.address_file),
         ("--token-file", &args.remote.token_file),
         ("--rendezvous", &args.remote.rendezvous),
-    ];
+    ])
+}
+
+/// Refuses `-` as the file of any of these options.
+pub fn no_dash(files: &[(&str, &Option<PathBuf>)]) -> Result<(), CliError> {
     match files.iter().find(|(_, path)| path.as_ref().is_some_and(|p| p.as_os_str() == "-")) {
         Some((option, _)) => {
             Err(CliError::usage(format!("{option} -: `-` names no file here (give ./- for a file of that name)")))

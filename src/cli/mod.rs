@@ -217,9 +217,8 @@ fn tip(message: &str, tree: &str, command: &clap::Command) -> Option<String> {
             return Some(format!("did you mean the option --{close}?"));
         }
         // `bts estimate queens --n 8 --workers 2`.
-        let of_run =
-            <args::RunArgs as clap::CommandFactory>::command().get_arguments().any(|a| a.get_long() == Some(name));
-        return of_run.then(|| format!("--{name} is an option of `bts run`, not of `{}`", command.get_name()));
+        return is_run_option(name)
+            .then(|| format!("--{name} is an option of `bts run`, not of `{}`", command.get_name()));
     }
     if let Some(short) = arg.strip_prefix('-') {
         let short = short.chars().next().filter(|_| short.chars().count() == 1)?;
@@ -231,6 +230,11 @@ fn tip(message: &str, tree: &str, command: &clap::Command) -> Option<String> {
     // A program's command line belongs to it, after `--`.
     (tree == "exec")
         .then(|| "a program and its arguments go after `--`: bts run exec [OPTIONS] -- PROGRAM [ARGS...]".to_string())
+}
+
+/// Whether `bts run` has the long option `--name` (a run option given to `bts estimate`).
+fn is_run_option(name: &str) -> bool {
+    <args::RunArgs as clap::CommandFactory>::command().get_arguments().any(|a| a.get_long() == Some(name))
 }
 
 /// The Levenshtein distance between two option names.
@@ -276,10 +280,7 @@ pub(crate) fn print_clap_before_tree(
                 )));
             }
             // `bts estimate --mode polling queens`.
-            let of_run = <args::RunArgs as clap::CommandFactory>::command()
-                .get_arguments()
-                .any(|a| a.get_long() == option.strip_prefix("--"));
-            if command == "estimate" && of_run {
+            if command == "estimate" && option.strip_prefix("--").is_some_and(is_run_option) {
                 return Err(CliError::usage(format!("{option} is an option of `bts run`, not of `bts estimate`")));
             }
             Err(CliError::usage(format!(

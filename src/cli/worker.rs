@@ -9,13 +9,7 @@ use std::time::{Duration, Instant};
 
 pub fn worker(registry: &Registry, args: WorkerArgs) -> Result<Exit, CliError> {
     crate::logging::init(args.verbose, args.quiet);
-    for (option, file) in [("--connect-file", &args.connect_file), ("--token-file", &args.token_file)] {
-        if file.as_ref().is_some_and(|f| f.as_os_str() == "-") {
-            return Err(CliError::usage(format!(
-                "{option} -: `-` names no file here (give ./- for a file of that name)"
-            )));
-        }
-    }
+    super::files::no_dash(&[("--connect-file", &args.connect_file), ("--token-file", &args.token_file)])?;
     let master = match (args.connect, args.connect_file) {
         (Some(address), _) => MasterAddress::Fixed(address),
         (None, Some(file)) => MasterAddress::File(file),
