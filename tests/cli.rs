@@ -222,7 +222,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let out = out.to_str().unwrap();
     let rendezvous = dir.path().join("launch");
     let rendezvous = rendezvous.to_str().unwrap();
-    let cases: [(&[&str], &str); 65] = [
+    let cases: [(&[&str], &str); 69] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -244,6 +244,12 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["run", "uts", "-d", "0"], "-d must be at least 1"),
         (&["run", "queens"], "--n"),
         (&["run", "gw", "--delta", "1"], "gw: invalid value '1'"),
+        // A negative number for a tree's option is a bad value, not an unknown option; a number
+        // with blanks around it is refused by every option alike.
+        (&["run", "queens", "--n", "-1"], "queens: invalid value '-1' for '--n <N>'"),
+        (&["run", "gw", "--delta", "-5", "--seed", "1"], "gw: invalid value '-5'"),
+        (&["run", "--node-limit", " 5", "uts"], "' 5' is not a whole number"),
+        (&["run", "--time-limit", "5 ", "uts"], "'5 ' is not a positive number of seconds"),
         // Seconds no clock can take.
         (&["run", "--time-limit", "1e300", "uts"], "not a positive number of seconds"),
         (&["run", "--checkpoint-every", "1e300", "uts"], "not a positive number of seconds"),

@@ -41,6 +41,8 @@ use std::time::Duration;
 #[command(
     name = "exec",
     no_binary_name = true,
+    // A negative number is a bad value, not an unknown option.
+    allow_negative_numbers = true,
     about = "A program of yours, through the line protocol: exec [OPTIONS] -- PROGRAM [ARGS...]"
 )]
 pub struct ExecArgs {

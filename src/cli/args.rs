@@ -368,7 +368,7 @@ fn parse_nonnegative(s: &str) -> Result<f64, String> {
 /// A positive number of seconds, fractions allowed, at most [`MAX_SECONDS`] (which any clock
 /// can take, and a checkpoint can hold).
 pub fn parse_seconds(s: &str) -> Result<Duration, String> {
-    match s.trim().parse::<f64>() {
+    match s.parse::<f64>() {
         Ok(x) if x > 0.0 && usable_seconds(x) && Duration::from_secs_f64(x) > Duration::ZERO => {
             Ok(Duration::from_secs_f64(x))
         }
@@ -387,7 +387,7 @@ fn at_least_two(s: &str) -> Result<u64, String> {
 }
 
 fn whole_at_least<T: std::str::FromStr + PartialOrd + From<u8>>(s: &str, least: u8) -> Result<T, String> {
-    match s.trim().parse::<T>() {
+    match s.parse::<T>() {
         Ok(x) if x >= T::from(least) => Ok(x),
         _ => Err(format!("'{s}' is not a whole number of at least {least} (and below 2^{})", 8 * size_of::<T>())),
     }
@@ -395,7 +395,7 @@ fn whole_at_least<T: std::str::FromStr + PartialOrd + From<u8>>(s: &str, least: 
 
 /// Seconds, or 0 for none (`bts worker --retry 0`: one try).
 fn parse_seconds_or_zero(s: &str) -> Result<Duration, String> {
-    match s.trim().parse::<f64>() {
+    match s.parse::<f64>() {
         Ok(0.0) => Ok(Duration::ZERO),
         _ => parse_seconds(s).map_err(|e| e.replace("a positive number", "a number")),
     }

@@ -21,7 +21,12 @@ pub fn mix(mut z: u64) -> u64 {
 
 /// Options of `bts run gw`.
 #[derive(Clone, Debug, Parser)]
-#[command(name = "gw", no_binary_name = true, about = "A critical Galton-Watson tree (Avis & Devroye, Section 6)")]
+#[command(
+    name = "gw",
+    no_binary_name = true,
+    allow_negative_numbers = true,
+    about = "A critical Galton-Watson tree (Avis & Devroye, Section 6)"
+)]
 pub struct GwArgs {
     /// Maximum number of children Δ (2 to 1,000,000).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..=1_000_000))]

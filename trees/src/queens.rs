@@ -20,6 +20,8 @@ const COL_BITS: u32 = 5;
 #[command(
     name = "queens",
     no_binary_name = true,
+    // A negative number is a bad value, not an unknown option.
+    allow_negative_numbers = true,
     about = "The backtracking tree of N-queens; solutions are output records"
 )]
 pub struct QueensArgs {

@@ -134,6 +134,8 @@ impl Preset {
 #[command(
     name = "uts",
     no_binary_name = true,
+    // A negative number is a bad value, not an unknown option.
+    allow_negative_numbers = true,
     // As the reference's getopt: a repeated option's last value counts (T4's command line repeats -r).
     args_override_self = true,
     about = "The Unbalanced Tree Search benchmark (bit-exact with the reference)"

@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 #[command(
     name = "lrs",
     no_binary_name = true,
+    // A negative number is a bad value, not an unknown option.
+    allow_negative_numbers = true,
     about = "Vertex/facet enumeration by lrs (lrslib), a process per job: lrs FILE [--lrs PATH]"
 )]
 pub struct LrsArgs {
