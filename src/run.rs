@@ -396,6 +396,19 @@ impl Run {
             )));
         }
         let Some(ck) = &self.resume else { return Ok(()) };
+        if let Some(optimised) = ck.optimum.optimises
+            && optimised != self.searcher.optimises()
+        {
+            let (was, is) = if optimised {
+                ("a branch and bound", "an enumeration")
+            } else {
+                ("an enumeration", "a branch and bound")
+            };
+            return Err(RunError::Setup(format!(
+                "the checkpoint's run is {was}, and the searcher given to resume it makes {is}: give the searcher \
+                 the run was started with (TreeSearcher::optimising for a branch and bound, TreeSearcher::new else)"
+            )));
+        }
         if ck.options.count_only != self.options.count_only {
             return Err(RunError::Setup(format!(
                 "the checkpoint's run {} its records: a resumed run must do the same (count_only {})",
@@ -697,6 +710,7 @@ impl<'a> Hooks<'a> {
         let saver = Checkpointer {
             tree,
             input_digest: searcher.input_digest(),
+            optimises: searcher.optimises(),
             options,
             before,
             started,
@@ -796,6 +810,8 @@ struct Checkpointer<'a> {
     tree: &'a TreeSpec,
     /// The digest of the file the tree was read from.
     input_digest: Option<u32>,
+    /// The run is a branch and bound.
+    optimises: bool,
     options: &'a RunOptions,
     /// The run before this segment.
     before: Earlier,
@@ -844,6 +860,7 @@ impl Checkpointer<'_> {
                 pruned: scheduler.totals().pruned,
                 keep_ties: o.scheduler.optimum.keep_ties,
                 best_len: scheduler.totals().best_len,
+                optimises: Some(self.optimises),
             },
             input_digest: self.input_digest,
             mixed_modes: self.before.mixed_modes,

@@ -1194,7 +1194,8 @@ fn detached_runners_keep_their_solutions_to_themselves() {
 
 /// A searcher keeps the incumbent its runners share: a second run with it would prune solutions it
 /// never reports (it ended `complete` with no solution). Such a run is refused, and so is a resume
-/// that turns on keeping every optimal solution, or changes whether records are written.
+/// that turns on keeping every optimal solution, changes whether records are written, or takes a
+/// branch and bound for an enumeration (or the other way round).
 #[test]
 fn library_runs_refuse_what_would_make_their_result_wrong() {
     use bts::{RunError, Searcher, TreeSearcher, TreeSpec};
@@ -1224,8 +1225,23 @@ fn library_runs_refuse_what_would_make_their_result_wrong() {
     };
     refused(resume(options(1, RunMode::Budget, true)), "the ties it pruned cannot come back");
     refused(resume(RunOptions { count_only: true, ..options(1, RunMode::Budget, false) }), "count_only");
+    // A branch and bound resumed as an enumeration wrote every node and called its best optimal.
+    let plain = || Arc::new(TreeSearcher::new(Knapsack::new(10, &items).unwrap())) as Arc<dyn Searcher>;
+    let as_enumeration = Run::resume(bts::load_checkpoint(&ck).unwrap(), plain());
+    refused(
+        as_enumeration.options(options(1, RunMode::Budget, false)).run(&mut std::io::sink()),
+        "is a branch and bound",
+    );
     let done = resume(options(1, RunMode::Budget, false)).unwrap();
     assert_eq!(done.summary.totals.best.unwrap().value, knapsack_dp(10, &items));
+
+    // And the other way round.
+    let mut stopped = options(1, RunMode::Budget, false);
+    stopped.checkpoint = Some(ck.clone());
+    stopped.scheduler.node_limit = Some(3);
+    let o = Run::with_searcher(spec.clone(), plain()).options(stopped).run(&mut std::io::sink()).unwrap();
+    assert_eq!(o.outcome, bts::Outcome::Stopped(bts::StopReason::NodeLimit));
+    refused(resume(options(1, RunMode::Budget, false)), "is an enumeration");
 }
 
 /// A checkpoint resumed in the other mode carries on with the jobs its run would have taken next:

@@ -6,8 +6,8 @@ pub const MAGIC: [u8; 8] = *b"bts-ckpt";
 /// Version 2 added the [`OutputSeal`] and the tree's counters, version 3 the branch and bound's
 /// [`StoredOptimum`](crate::StoredOptimum), version 4 the input digest, version 5 the length of
 /// the best records at the end of the output, version 6 whether the run's segments ran in both
-/// modes; older files are still read.
-pub const CURRENT_VERSION: u32 = 6;
+/// modes, version 7 whether the run is a branch and bound; older files are still read.
+pub const CURRENT_VERSION: u32 = 7;
 const HEADER: usize = 8 + 4 + 8 + 4;
 
 /// Why a file is not a checkpoint this bts can use.
@@ -38,6 +38,7 @@ pub fn encode(checkpoint: &Checkpoint) -> Vec<u8> {
     payload.extend(postcard::to_allocvec(&checkpoint.input_digest).expect("digests serialise"));
     payload.extend(postcard::to_allocvec(&checkpoint.optimum.best_len).expect("lengths serialise"));
     payload.extend(postcard::to_allocvec(&checkpoint.mixed_modes).expect("flags serialise"));
+    payload.extend(postcard::to_allocvec(&checkpoint.optimum.optimises).expect("flags serialise"));
     let mut out = Vec::with_capacity(HEADER + payload.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&CURRENT_VERSION.to_le_bytes());
@@ -113,6 +114,11 @@ pub fn decode(bytes: &[u8]) -> Result<Checkpoint, LoadError> {
     }
     if version >= 6 {
         (checkpoint.mixed_modes, rest) = postcard::take_from_bytes(rest).map_err(cannot_decode)?;
+    }
+    if version >= 7 {
+        (checkpoint.optimum.optimises, rest) = postcard::take_from_bytes(rest).map_err(cannot_decode)?;
+    } else if checkpoint.optimum.best.is_some() || checkpoint.optimum.pruned > 0 {
+        checkpoint.optimum.optimises = Some(true);
     }
     if !rest.is_empty() {
         return Err(LoadError::Corrupt("trailing bytes in the contents".into()));

@@ -4,14 +4,14 @@
 //! the budget controller's state, every job not yet committed (those in the job list and the start
 //! nodes of those that were out with workers) and the committed length of the output file.
 //!
-//! # File format (version 6)
+//! # File format (version 7)
 //! | bytes | content |
 //! | --- | --- |
 //! | 8 | magic `bts-ckpt` |
 //! | 4 | format version, little endian |
 //! | 8 | payload length, little endian |
 //! | 4 | CRC-32 of the version, the length and the payload, little endian |
-//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] and the tree's counters, then (version 3) its [`StoredOptimum`], then (version 4) the input digest, then (version 5) the length of the best records at the end of the output (`StoredOptimum::best_len`), then (version 6) whether its segments ran in both modes (`Checkpoint::mixed_modes`), in postcard |
+//! | n | payload: a [`Checkpoint`] in postcard, then (version 2) its [`OutputSeal`] and the tree's counters, then (version 3) its [`StoredOptimum`], then (version 4) the input digest, then (version 5) the length of the best records at the end of the output (`StoredOptimum::best_len`), then (version 6) whether its segments ran in both modes (`Checkpoint::mixed_modes`), then (version 7) whether the run is a branch and bound (`StoredOptimum::optimises`), in postcard |
 //!
 //! Version 1 files, which have no output seal and no counters, are still read: their output file
 //! is checked by its length only.
@@ -119,6 +119,10 @@ pub struct StoredOptimum {
     /// digest): a resumed run cuts them off and writes its best records when it ends.
     #[serde(skip)]
     pub best_len: u64,
+    /// The run is a branch and bound (version 7, stored after the mixed modes; in older files
+    /// known only when it had found a solution or pruned a node): a resumed run must be one too.
+    #[serde(skip)]
+    pub optimises: Option<bool>,
 }
 
 impl Checkpoint {

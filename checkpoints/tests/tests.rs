@@ -51,6 +51,7 @@ fn sample(jobs: usize) -> Checkpoint {
             keep_ties: true,
             // The output ends with the two records, "a\n" and "b c\n".
             best_len: 6,
+            optimises: Some(true),
         },
         input_digest: Some(0x1234_5678),
         mixed_modes: true,
@@ -118,7 +119,8 @@ fn bad_files_are_named_for_what_is_wrong() {
 }
 
 /// The bytes of a checkpoint file of format version 1 (no output seal, no counters), 2 (no
-/// branch and bound), 3 (no input digest), 4 (no length of the best records) or 5 (no mixed modes).
+/// branch and bound), 3 (no input digest), 4 (no length of the best records), 5 (no mixed modes)
+/// or 6 (no flag for a branch and bound).
 fn encode_old(checkpoint: &Checkpoint, version: u32) -> Vec<u8> {
     let mut payload = postcard::to_allocvec(checkpoint).unwrap();
     if version >= 2 {
@@ -133,6 +135,9 @@ fn encode_old(checkpoint: &Checkpoint, version: u32) -> Vec<u8> {
     }
     if version >= 5 {
         payload.extend(postcard::to_allocvec(&checkpoint.optimum.best_len).unwrap());
+    }
+    if version >= 6 {
+        payload.extend(postcard::to_allocvec(&checkpoint.mixed_modes).unwrap());
     }
     let mut out = b"bts-ckpt".to_vec();
     out.extend_from_slice(&version.to_le_bytes());
@@ -155,7 +160,7 @@ fn version_1_files_still_load_without_a_seal() {
     // The current version stores the seal, absent or not.
     assert_eq!(decode(&encode(&checkpoint)).unwrap(), checkpoint);
     assert_eq!(decode(&encode(&sample(7))).unwrap(), sample(7));
-    assert_eq!(&encode(&sample(7))[8..12], &6u32.to_le_bytes());
+    assert_eq!(&encode(&sample(7))[8..12], &7u32.to_le_bytes());
 }
 
 #[test]
@@ -202,6 +207,23 @@ fn version_5_files_still_load_as_runs_in_one_mode() {
     assert_eq!(decode(&v5).unwrap(), checkpoint);
     // And the current version keeps the flag.
     assert!(decode(&encode(&sample(7))).unwrap().mixed_modes);
+}
+
+#[test]
+fn version_6_files_know_a_branch_and_bound_by_its_solutions_and_pruned_nodes() {
+    // One that found a solution was a branch and bound.
+    let checkpoint = sample(7);
+    assert_eq!(decode(&encode_old(&checkpoint, 6)).unwrap(), checkpoint);
+    // One that had found none and pruned nothing may have been either.
+    let mut unknown = sample(7);
+    (unknown.optimum.best, unknown.optimum.pruned, unknown.optimum.best_len) = (None, 0, 0);
+    let decoded = decode(&encode_old(&unknown, 6)).unwrap();
+    assert_eq!(decoded.optimum.optimises, None);
+    // The current version keeps the flag, either way.
+    for optimises in [Some(false), Some(true)] {
+        unknown.optimum.optimises = optimises;
+        assert_eq!(decode(&encode(&unknown)).unwrap().optimum.optimises, optimises);
+    }
 }
 
 #[test]
