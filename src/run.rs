@@ -292,6 +292,10 @@ impl Run {
         if self.options.workers == 0 && self.options.listen.is_none() {
             return Err(RunError::Setup("a run needs at least one worker".into()));
         }
+        if self.options.scheduler.node_limit == Some(0) {
+            // As `--node-limit 0` is: a run that may visit no node does nothing.
+            return Err(RunError::Setup("a node limit must be at least 1".into()));
+        }
         self.check_resumable()?;
         self.searcher.begin_run();
         if let RunMode::Polling { split, start } = self.options.mode {

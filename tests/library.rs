@@ -112,6 +112,26 @@ fn a_user_tree_without_failures_counts_exactly() {
     assert_eq!(finished.summary.totals.leaves, Some(3u64.pow(7)));
 }
 
+/// Options no run can use are refused, in both modes, as the command line refuses them: a random
+/// polling run with a node limit of 0 waited for ever.
+#[test]
+fn options_no_run_can_use_are_refused() {
+    for mode in [bts::RunMode::Budget, bts::RunMode::Polling { split: Default::default(), start: Default::default() }] {
+        let tree = || Faulty { branching: 3, height: 5, panic_at: u64::MAX };
+        // A time limit ends the run if the refusal is missing.
+        let bounded = |o: RunOptions| RunOptions { mode, time_limit: Some(std::time::Duration::from_secs(20)), ..o };
+        let mut no_nodes = bounded(small_budget(2));
+        no_nodes.scheduler.node_limit = Some(0);
+        let no_workers = bounded(small_budget(0));
+        for (options, what) in [(no_nodes, "a node limit must be at least 1"), (no_workers, "at least one worker")] {
+            match Run::new("tree", tree()).options(options).run(&mut std::io::sink()) {
+                Err(bts::RunError::Setup(m)) => assert!(m.contains(what), "{m}"),
+                other => panic!("{mode:?}: not refused ({what}): {:?}", other.map(|f| f.outcome)),
+            }
+        }
+    }
+}
+
 #[test]
 fn a_failed_run_leaves_a_checkpoint_holding_the_failed_job() {
     let mut registry = Registry::builtin();

@@ -30,7 +30,7 @@ pub type WorkerId = u64;
 pub struct SchedulerConfig {
     pub order: Order,
     pub budget: BudgetConfig,
-    /// Visit at most this many nodes (in this segment of the run), then stop.
+    /// Visit at most this many nodes (in this segment of the run), then stop; at least 1.
     pub node_limit: Option<u64>,
     /// How much work to queue ahead at each worker thread, so that it never waits for a round trip.
     /// Zero hands local threads one job at a time (remote ones as many as their round trip needs):
