@@ -20,8 +20,8 @@ use crate::summary::{BestSummary, Summary, TreeTotals};
 use bts_checkpoints::{Checkpoint, OutputSeal, StoredMode, StoredOptimum, StoredOptions};
 use bts_master::polling::{Coordinator, StartPlan};
 use bts_master::{
-    BudgetState, DriveOptions, Event, Observer, Outcome, Output, Pending, Place, Plain, PollingRoutes, RunView,
-    SavePoint, Scheduler, SchedulerConfig, StopReason, Totals, deal, drive, drive_polling,
+    BudgetState, Discard, DriveOptions, Event, Observer, Outcome, Output, Pending, Place, Plain, PollingRoutes,
+    RunView, SavePoint, Scheduler, SchedulerConfig, StopReason, Totals, deal, drive, drive_polling,
 };
 use bts_protocol::Returned;
 use bts_protocol::polling::{Counts, PeerMsg, SplitRule};
@@ -48,7 +48,8 @@ pub struct RunOptions {
     pub time_limit: Option<Duration>,
     /// Stop when this file appears.
     pub stop_file: Option<PathBuf>,
-    /// Count output records without writing them.
+    /// Count output records without writing them: the run writes nothing to its output (a branch
+    /// and bound's best solutions are in the summary).
     pub count_only: bool,
     /// Save the run to this file when it ends (and periodically with `checkpoint_every`).
     pub checkpoint: Option<PathBuf>,
@@ -298,6 +299,9 @@ impl Run {
         }
         self.check_resumable()?;
         self.searcher.begin_run();
+        // Nothing is written: not even a branch and bound's best records, as with --count-only.
+        let mut discard = Discard;
+        let output: &mut dyn Output = if self.options.count_only { &mut discard } else { output };
         if let RunMode::Polling { split, start } = self.options.mode {
             return self.run_polling(split, start, output);
         }

@@ -1244,6 +1244,31 @@ fn library_runs_refuse_what_would_make_their_result_wrong() {
     refused(resume(options(1, RunMode::Budget, false)), "is an enumeration");
 }
 
+/// A library run with `count_only` writes nothing, as `--count-only` does: it wrote a branch and
+/// bound's best records (all of them, with ties kept) while its summary said 0 bytes.
+#[test]
+fn a_library_run_that_counts_only_writes_nothing() {
+    use bts::TreeSearcher;
+    let items = [(6, 5), (5, 4), (4, 4), (3, 2), (2, 2), (1, 1)];
+    for mode in modes() {
+        for keep_ties in [false, true] {
+            let searcher = TreeSearcher::optimising(Knapsack::new(10, &items).unwrap());
+            let options = RunOptions { count_only: true, ..options(2, mode, keep_ties) };
+            let run = Run::with_searcher(bts::TreeSpec::new("k", Vec::<String>::new()), std::sync::Arc::new(searcher));
+            let mut written = Vec::new();
+            let done = run.options(options).run(&mut written).unwrap();
+            let best = done.summary.totals.best.unwrap();
+            assert_eq!(best.value, knapsack_dp(10, &items));
+            assert!(!best.records.is_empty());
+            assert_eq!(
+                (String::from_utf8_lossy(&written), done.summary.totals.output_bytes),
+                ("".into(), 0),
+                "{mode:?}"
+            );
+        }
+    }
+}
+
 /// A checkpoint resumed in the other mode carries on with the jobs its run would have taken next:
 /// budget mode's job list hands out its last job first and random polling its first, and a
 /// resume across modes used to take the least promising first (a hard knapsack then searched 15
