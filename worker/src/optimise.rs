@@ -138,6 +138,11 @@ impl SharedIncumbent {
         Some(Solution { value, record: record() })
     }
 
+    /// Whether the incumbent reaches the run's target: searching on is wasted.
+    pub fn target_reached(&self) -> bool {
+        self.reaches_target(self.value())
+    }
+
     /// Whether a solution of `value` reaches the run's target.
     fn reaches_target(&self, value: i64) -> bool {
         let target = self.target.load(Ordering::Relaxed);

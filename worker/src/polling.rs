@@ -408,6 +408,12 @@ impl Worker<'_> {
             }
         };
         self.shared.unreserve(n - done);
+        if self.stack.target_reached() {
+            // The solution goes to the coordinator at once, which stops the run; the stack stays
+            // for its checkpoint.
+            self.send_progress();
+            return self.wait_for_coordinator();
+        }
         if done == n {
             // Adapt the interval to what a node costs.
             let per_node = started.elapsed().as_secs_f64() / done as f64;

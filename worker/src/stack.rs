@@ -39,6 +39,12 @@ pub trait StackWorker: Send {
     fn raise(&mut self, incumbent: Incumbent) {
         let _ = incumbent;
     }
+
+    /// A branch and bound's incumbent, as this process knows it, reaches the run's target: the
+    /// run is about to stop, and searching on is wasted.
+    fn target_reached(&self) -> bool {
+        false
+    }
 }
 
 /// The [`StackWorker`] of a [`Tree`]; a branch and bound prunes a node when it comes off the stack.
@@ -74,7 +80,8 @@ impl<T: Tree, G: Goal<T>> TreeStack<T, G> {
         let mut current = None;
         let mut stack_before = 0;
         let result = unwind::catch(|| {
-            while visited < max {
+            // A subtree that reached the target ends at once (search_with); so does the slice.
+            while visited < max && !goal.incumbent().is_some_and(|i| i.target_reached()) {
                 let Some(top) = stack.pop() else { break };
                 let (node, depth) = &*current.insert(top);
                 stack_before = stack.len();
@@ -189,6 +196,10 @@ impl<T: Tree, G: Goal<T>> StackWorker for TreeStack<T, G> {
         if let Some(shared) = self.goal.incumbent() {
             shared.raise(incumbent);
         }
+    }
+
+    fn target_reached(&self) -> bool {
+        self.goal.incumbent().is_some_and(|i| i.target_reached())
     }
 }
 
