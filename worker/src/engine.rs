@@ -427,17 +427,65 @@ fn encode<N: serde::Serialize>(node: &N) -> Result<NodeBytes, postcard::Error> {
     postcard::to_extend(node, NodeBytes::new())
 }
 
-/// The debug form of a serialised node, for error messages (shortened when very long).
+/// The debug form of a serialised node, for error messages.
 fn describe<T: Tree>(bytes: &NodeBytes) -> String {
-    const MAX: usize = 2000;
-    let mut text = match postcard::from_bytes::<T::Node>(bytes.as_slice()) {
-        Ok(node) => unwind::catch(|| format!("{node:?}")).unwrap_or_else(|_| format!("{bytes:?}")),
-        Err(_) => format!("{bytes:?}"),
-    };
-    if text.len() > MAX {
-        let cut = (0..=MAX).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
-        text.truncate(cut);
-        text.push_str("...");
+    match postcard::from_bytes::<T::Node>(bytes.as_slice()) {
+        Ok(node) => debug_text(&node),
+        Err(_) => debug_text(bytes),
     }
-    text
+}
+
+/// The debug form of a node for an error message, cut short after 2,000 bytes: a node may hold
+/// megabytes, and its whole text would be made only to be cut. A `Debug` that panics gives
+/// "(a node whose Debug panicked)".
+pub(crate) fn debug_text<N: std::fmt::Debug + ?Sized>(node: &N) -> String {
+    const MAX: usize = 2000;
+    /// The text so far, and whether it was cut.
+    struct Bounded(String, bool);
+    impl std::fmt::Write for Bounded {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            if self.1 {
+                return Err(std::fmt::Error);
+            }
+            let room = MAX - self.0.len();
+            if s.len() <= room {
+                self.0.push_str(s);
+                return Ok(());
+            }
+            let cut = (0..=room).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+            self.0.push_str(&s[..cut]);
+            self.0.push_str("...");
+            self.1 = true;
+            Err(std::fmt::Error)
+        }
+    }
+    let text = unwind::catch(|| {
+        let mut text = Bounded(String::new(), false);
+        let _ = std::fmt::Write::write_fmt(&mut text, format_args!("{node:?}"));
+        text.0
+    });
+    text.unwrap_or_else(|_| "(a node whose Debug panicked)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::debug_text;
+
+    #[test]
+    fn a_nodes_text_in_an_error_is_cut_short_without_being_made_whole() {
+        assert_eq!(debug_text(&vec![1, 2]), "[1, 2]");
+        // 20 MB of node: its debug form would be 60 MB.
+        let text = debug_text(&vec![7u8; 20 << 20]);
+        assert!(text.len() <= 2003 && text.starts_with("[7, 7") && text.ends_with("..."), "{}", text.len());
+        // Cut on a character's boundary.
+        let text = debug_text(&"é".repeat(5000));
+        assert!(text.ends_with("...") && text.len() <= 2003);
+        struct Panicky;
+        impl std::fmt::Debug for Panicky {
+            fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                panic!("no debug form")
+            }
+        }
+        assert_eq!(debug_text(&Panicky), "(a node whose Debug panicked)");
+    }
 }

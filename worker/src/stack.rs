@@ -1,6 +1,7 @@
 //! The depth-first stack of a random-polling worker: nodes waiting to be visited, with the
 //! shallowest at the bottom, which a busy worker splits to give part of it to an idle one.
 
+use crate::engine::debug_text;
 use crate::optimise::{Enumerate, Goal, Unpruned};
 use crate::{CountOnly, Job, Limits, Tree, search_with, unwind};
 use bts_protocol::polling::{Progress, SplitRule};
@@ -116,7 +117,7 @@ impl<T: Tree, G: Goal<T>> TreeStack<T, G> {
             let (node, depth) = current.expect("a panic happens while a subtree is searched");
             self.stack.truncate(stack_before);
             self.out.clear();
-            let failure = JobFailure::new(JobId(0), format!("{node:?}"), format!("the tree oracle panicked: {panic}"));
+            let failure = JobFailure::new(JobId(0), debug_text(&node), format!("the tree oracle panicked: {panic}"));
             self.stack.push((node, depth));
             return Err(failure);
         }
