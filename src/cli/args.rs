@@ -51,7 +51,7 @@ pub enum Command {
         /// The checkpoint file.
         checkpoint: PathBuf,
     },
-    /// List the built-in trees.
+    /// List the trees this program knows: the built-in ones and any it registers.
     Trees,
 }
 
