@@ -256,9 +256,13 @@ impl Summary {
                 line
             }
         };
+        let segments = match self.segments {
+            0 | 1 => String::new(),
+            n => format!(" in {n} segments"),
+        };
         format!(
             "bts: {}: {}{unreported}\n\
-             bts: {:.3} s, {}, {}, {sharing}{left}\n{tree}{best}{unreached}",
+             bts: {:.3} s{segments}, {}, {}, {sharing}{left}\n{tree}{best}{unreached}",
             self.outcome,
             counts.join(", "),
             self.elapsed_s,

@@ -77,7 +77,14 @@ fn node_limited_segments_with_changing_worker_counts_count_everything_once() {
         segments += 1;
         assert!(segments < 20, "the run does not finish");
         let workers = (segments % 3 + 1).to_string();
+        let before = inspect(&ck);
         let o = bts(&["resume", ck_s, "--workers", &workers, "--node-limit", "600000", "--summary-json", "-"]);
+        // Each segment says what it carries on from, and its summary how many segments made it.
+        let (nodes, jobs) = (&before["counters"]["nodes"], &before["jobs"]);
+        let said = format!("bts: resuming {ck_s} (segment {segments}): {nodes} nodes and ");
+        let left = if jobs == 1 { " done, 1 job left".to_string() } else { format!(" done, {jobs} jobs left") };
+        assert!(stderr(&o).contains(&said) && stderr(&o).contains(&left), "{}", stderr(&o));
+        assert!(stderr(&o).contains(&format!(" s in {segments} segments, ")), "{}", stderr(&o));
         match o.status.code() {
             Some(3) => continue,
             Some(0) => break o,

@@ -226,7 +226,9 @@ async fn serve_connection(
         };
         match ended {
             Ended::RunOver => return,
-            Ended::Closed | Ended::Left => tracing::info!(%peer, process, "remote polling worker left"),
+            // A worker that leaves says so first: a connection closed without a word is a loss.
+            Ended::Closed => tracing::warn!(%peer, process, "remote polling worker lost: its connection closed"),
+            Ended::Left => tracing::info!(%peer, process, "remote polling worker left"),
             Ended::Broken(why) => tracing::warn!(%peer, process, "remote polling worker dropped: {why}"),
         }
         let _ = handle.shutdown(Shutdown::Both);
@@ -252,7 +254,7 @@ async fn serve_connection(
     };
     match &reason {
         Ended::RunOver => return,
-        Ended::Closed => tracing::info!(%peer, first_worker = first, "remote worker left"),
+        Ended::Closed => tracing::warn!(%peer, first_worker = first, "remote worker lost: its connection closed"),
         Ended::Broken(why) => tracing::warn!(%peer, first_worker = first, "remote worker dropped: {why}"),
         Ended::Left => tracing::info!(%peer, first_worker = first, "remote worker told to stop left the run"),
     }

@@ -526,7 +526,7 @@ impl FileOutput {
             if was != len {
                 file.set_len(len)?;
                 tracing::info!(
-                    "cut {} bytes the run does not own from {}",
+                    "cut {} bytes written after the checkpoint from {} (their jobs run again)",
                     was.saturating_sub(len),
                     self.path.display()
                 );

@@ -5,6 +5,7 @@ use super::files::{self, FileOutput, RunLock, absolute, typed};
 use super::split::{Split, split};
 use super::worker::{read_or_make_token, read_token};
 use super::{CliError, Exit, build_tree, print_clap_before_tree, tree_named};
+use crate::summary::plural;
 use crate::{ListenOptions, MonitorOptions, PollingStart, ProgressMode, Registry, Run, RunMode, RunOptions, SplitRule};
 use bts_checkpoints::{Checkpoint, StoredMode, write_atomically};
 use bts_master::{BudgetConfig, Discard, OptimumConfig, Order, Outcome, Output, SchedulerConfig, StopReason};
@@ -220,6 +221,18 @@ fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exi
     let output = reopen_output(given, &checkpoint, output_path.as_deref(), warnings, (header, frame_len))?;
     options.output_path = output_path.as_deref().map(absolute);
     let framed = options.output_path.clone().filter(|_| frame_len.0 > 0).map(|p| (p, Arc::clone(&searcher)));
+    if !args.quiet && !checkpoint.is_complete() {
+        let t = &checkpoint.totals;
+        let polling = matches!(checkpoint.options.mode, StoredMode::Polling { .. });
+        crate::logging::say!(
+            "bts: resuming {} (segment {}): {} and {} done, {} left",
+            path.display(),
+            checkpoint.segments + 1,
+            plural(t.nodes, "nodes"),
+            plural(t.outputs, "outputs"),
+            plural(checkpoint.jobs.len() as u64, if polling { "nodes" } else { "jobs" }),
+        );
+    }
     execute(args, Run::resume(checkpoint, searcher).options(options), output, framed)
 }
 
