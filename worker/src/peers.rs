@@ -48,7 +48,7 @@ pub struct Router {
     /// A peer that takes longer than this to take a message is treated as gone: by then the master
     /// has dropped it too, and the rollback that follows redoes any work lost with it.
     write_timeout: Duration,
-    table: RwLock<Table>,
+    table: Arc<RwLock<Table>>,
     /// Where this process's peer server is, once it serves.
     address: RwLock<Option<String>>,
     /// Connections dialled, by address: what goes into one is sent by its task.
@@ -123,7 +123,7 @@ impl Router {
     pub fn new(token: Vec<u8>, first: u32, local: Vec<Sender<PeerMsg>>, write_timeout: Duration) -> Self {
         let (address, connections) = (RwLock::default(), Mutex::new(HashMap::new()));
         let local = Arc::new(Local { first, inboxes: local });
-        let table = RwLock::new(Table { live: vec![local.range()], ..Table::default() });
+        let table = Arc::new(RwLock::new(Table { live: vec![local.range()], ..Table::default() }));
         Self { token, local, write_timeout, table, address, connections, unreachable: Arc::default() }
     }
 
@@ -197,6 +197,7 @@ impl Router {
             local: Arc::clone(&self.local),
             write_timeout: self.write_timeout,
             unreachable: Arc::clone(&self.unreachable),
+            table: Arc::clone(&self.table),
         };
         runtime().spawn(dialled.run(rx));
         connections.insert(address.to_string(), tx.clone());
@@ -268,6 +269,8 @@ struct Dialled {
     /// A peer that takes longer than this to take a message is treated as gone.
     write_timeout: Duration,
     unreachable: Arc<Mutex<HashSet<String>>>,
+    /// Where workers are, to tell a process that left from one that cannot be reached.
+    table: Arc<RwLock<Table>>,
 }
 
 impl Dialled {
@@ -286,14 +289,22 @@ impl Dialled {
                 Ok(stream) => stream,
                 Err(e) => {
                     // Work cannot move between this process and that one: say so, once, as the
-                    // run goes on without it; a while later, as a process that has just left (at
-                    // the end of a run, every process but the last) is unreachable too, and this
-                    // one is then about to leave as well.
+                    // run goes on without it; a while later, and only if the master still lists
+                    // it: a process that has just left (any time a worker leaves, and at the end
+                    // of a run every process but the last) is unreachable too.
                     if self.unreachable.lock().unwrap_or_else(|e| e.into_inner()).insert(self.address.clone()) {
-                        let (address, why) = (self.address.clone(), e.to_string());
+                        let (address, why, table) = (self.address.clone(), e.to_string(), Arc::clone(&self.table));
                         tokio::spawn(async move {
                             tokio::time::sleep(UNREACHABLE_SAID_AFTER).await;
-                            tracing::warn!(peer = %address, "cannot reach another process's workers: {why}");
+                            let table = table.read().unwrap_or_else(|e| e.into_inner());
+                            match table.entries().any(|e| e.address == address) {
+                                true => {
+                                    tracing::warn!(peer = %address, "cannot reach another process's workers: {why}")
+                                }
+                                false => {
+                                    tracing::debug!(peer = %address, "cannot reach a process that has left: {why}")
+                                }
+                            }
                         });
                     }
                     break e;
