@@ -237,7 +237,9 @@ impl Monitor {
         // so that the count, the estimate and the ETA stay.
         let line = || {
             let mut parts = vec![(0, duration(elapsed)), (0, format!("{} nodes", human(nodes as f64)))];
-            parts.push((2, format!("{}/s", human(rate))));
+            // No worker, no rate: the last ones' would linger for seconds.
+            let shown = if scheduler.workers() == 0 { 0.0 } else { rate };
+            parts.push((2, format!("{}/s", human(shown))));
             // What a long branch and bound has found so far.
             if let Some(best) = &t.best {
                 parts.push((0, format!("best {}", best.value)));
