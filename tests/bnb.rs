@@ -791,7 +791,7 @@ fn a_stopped_run_keeps_its_incumbent_in_the_checkpoint_and_resumes_to_the_optimu
         let first = summary(&o)["best"]["value"].as_i64().expect("a solution before the stop");
         let saved = bts_checkpoints::load(&ck).unwrap().optimum.best.expect("the incumbent is saved");
         assert_eq!(saved.value, first);
-        assert_eq!(inspect(&ck)["best"]["value"], first);
+        assert_eq!((&inspect(&ck)["best"]["value"], &inspect(&ck)["branch_and_bound"]), (&first.into(), &true.into()));
         assert!(first <= expected);
         let o = bts(&["resume", ck_s, "--summary-json", "-"]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -37,6 +37,8 @@ pub fn inspect(path: &Path) -> Result<Exit, CliError> {
         // `best_bytes`: the last of the committed bytes are a branch and bound's best records.
         "output": {"path": ck.options.output, "committed_bytes": committed, "best_bytes": best},
         "input_digest": ck.input_digest.map(|d| format!("{d:08x}")),
+        // Unknown (null) in a file of format version 6 or older that holds no solution.
+        "branch_and_bound": ck.optimum.optimises,
         "best": ck.optimum.best.as_ref().map(|b| json!({
             "value": b.value,
             "records": b.records.iter().map(|r| String::from_utf8_lossy(r)).collect::<Vec<_>>(),
