@@ -1171,6 +1171,8 @@ fn a_worker_told_to_stop_leaves_handing_its_work_back(mode: &str, signal_name: &
     };
     assert!(log.contains(left), "{log}");
     assert!(!log.contains(lost), "{log}");
+    // Neither the worker that left nor the one that stayed to the run's end is called lost.
+    assert!(!log.contains("lost: its connection closed"), "{log}");
     let (code, log) = worker_output(stays);
     assert_eq!(code, Some(0), "{log}");
 }

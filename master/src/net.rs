@@ -12,6 +12,7 @@ use crate::driver::{Event, Link, ProcessLink};
 use crate::scheduler::{Place, WorkerId};
 use bts_protocol::codec::{FrameCodec, MAX_FRAME, encode_frame};
 use bts_protocol::handshakes::{AcceptFailures, Handshakes, InHandshake, MAX_HANDSHAKES, Throttle};
+use bts_protocol::polling::PeerMsg;
 use bts_protocol::runtime::{block_on, runtime, shutdown_handle};
 use bts_protocol::wire::WireMode;
 use bts_protocol::wire::{PREAMBLE_LEN, PROTOCOL_VERSION};
@@ -19,7 +20,7 @@ use bts_protocol::{FromWorker, JobFailure, MasterFrame, Preamble, ToWorker, Welc
 use futures_util::StreamExt;
 use std::io;
 use std::net::{Shutdown, SocketAddr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -210,7 +211,16 @@ async fn serve_connection(
     // In budget mode the end of the run reaches each thread as Finish; polling workers are told by
     // the coordinator.
     let finishes = if polling { 0 } else { threads };
-    let write = write_loop(writer, Arc::clone(&handle), rx, finishes, heartbeat, Arc::clone(&ping));
+    // Set once the worker is told to finish: its hanging up then is no loss.
+    let told_to_finish = Arc::new(AtomicBool::new(false));
+    let write = write_loop(
+        writer,
+        Arc::clone(&handle),
+        rx,
+        (finishes, Arc::clone(&told_to_finish)),
+        heartbeat,
+        Arc::clone(&ping),
+    );
     shared.tasks.spawn(write);
     if polling {
         let process = shared.ids.fetch_add(1, Ordering::SeqCst);
@@ -226,9 +236,12 @@ async fn serve_connection(
         };
         match ended {
             Ended::RunOver => return,
-            // A worker that leaves says so first: a connection closed without a word is a loss.
-            Ended::Closed => tracing::warn!(%peer, process, "remote polling worker lost: its connection closed"),
-            Ended::Left => tracing::info!(%peer, process, "remote polling worker left"),
+            // A worker that leaves says so first, and is told to finish: a connection closed
+            // before is a loss.
+            Ended::Closed if !told_to_finish.load(Ordering::SeqCst) => {
+                tracing::warn!(%peer, process, "remote polling worker lost: its connection closed")
+            }
+            Ended::Closed | Ended::Left => tracing::info!(%peer, process, "remote polling worker left"),
             Ended::Broken(why) => tracing::warn!(%peer, process, "remote polling worker dropped: {why}"),
         }
         let _ = handle.shutdown(Shutdown::Both);
@@ -254,7 +267,10 @@ async fn serve_connection(
     };
     match &reason {
         Ended::RunOver => return,
-        Ended::Closed => tracing::warn!(%peer, first_worker = first, "remote worker lost: its connection closed"),
+        Ended::Closed if !told_to_finish.load(Ordering::SeqCst) => {
+            tracing::warn!(%peer, first_worker = first, "remote worker lost: its connection closed")
+        }
+        Ended::Closed => tracing::info!(%peer, first_worker = first, "remote worker left at the run's end"),
         Ended::Broken(why) => tracing::warn!(%peer, first_worker = first, "remote worker dropped: {why}"),
         Ended::Left => tracing::info!(%peer, first_worker = first, "remote worker told to stop left the run"),
     }
@@ -457,10 +473,19 @@ async fn write_loop(
     mut write: OwnedWriteHalf,
     handle: Arc<std::net::TcpStream>,
     mut rx: UnboundedReceiver<MasterFrame>,
-    threads: u32,
+    (threads, told_to_finish): (u32, Arc<AtomicBool>),
     heartbeat: Duration,
     ping: Arc<LastPing>,
 ) {
+    let finish = |frame: &MasterFrame| {
+        let told = matches!(
+            frame,
+            MasterFrame::Message { message: ToWorker::Finish, .. } | MasterFrame::Peer { message: PeerMsg::Finish, .. }
+        );
+        if told {
+            told_to_finish.store(true, Ordering::SeqCst);
+        }
+    };
     let mut out = Vec::with_capacity(64 * 1024);
     let mut seq = 0u64;
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
@@ -469,11 +494,15 @@ async fn write_loop(
         tokio::select! {
             frame = rx.recv() => {
                 let Some(frame) = frame else { break };
+                finish(&frame);
                 let mut fits = push(&frame, &mut out);
                 // Whatever else is queued goes in the same write.
                 while fits && out.len() < (1 << 20) {
                     match rx.try_recv() {
-                        Ok(frame) => fits = push(&frame, &mut out),
+                        Ok(frame) => {
+                            finish(&frame);
+                            fits = push(&frame, &mut out);
+                        }
                         Err(_) => break,
                     }
                 }
@@ -496,6 +525,7 @@ async fn write_loop(
         }
         out.clear();
     }
+    told_to_finish.store(true, Ordering::SeqCst);
     for thread in 0..threads {
         let _ = push(&MasterFrame::Message { thread, message: ToWorker::Finish }, &mut out);
     }
