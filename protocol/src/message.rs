@@ -47,10 +47,24 @@ pub struct JobFailure {
 }
 
 impl JobFailure {
-    /// A failure of job `id` (not [`given_up`](Self::given_up)).
+    /// A failure of job `id` (not [`given_up`](Self::given_up)). The node and the message are cut
+    /// to 64 KiB each: a panic message may hold a whole node of megabytes, which no frame to the
+    /// master could carry and no reader wants.
     pub fn new(id: JobId, node: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { id, node: node.into(), message: message.into(), given_up: false }
+        Self { id, node: cut(node.into()), message: cut(message.into()), given_up: false }
     }
+}
+
+/// `text`, or its first 64 KiB (to a character's boundary) and how much was cut.
+fn cut(mut text: String) -> String {
+    const MAX: usize = 64 << 10;
+    if text.len() > MAX {
+        let end = (0..=MAX).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+        let cut = text.len() - end;
+        text.truncate(end);
+        text.push_str(&format!("... ({cut} more bytes)"));
+    }
+    text
 }
 
 /// Names a tree and its options, so that any worker can build the same tree.
@@ -84,6 +98,26 @@ pub fn shell_word(word: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failure that would not fit in a frame to the master stalled a remote run: its message
+    /// held a node of 26 MB.
+    #[test]
+    fn a_failure_carries_at_most_64_kib_of_node_and_message() {
+        let f = JobFailure::new(JobId(3), "n".repeat(100_000), format!("bad node {}", "é".repeat(10_000_000)));
+        assert!(f.node.starts_with("nnn") && f.node.ends_with("... (34464 more bytes)"), "{}", &f.node[65_000..]);
+        assert!(f.message.len() < (64 << 10) + 40 && f.message.starts_with("bad node é"));
+        assert!(f.message.ends_with(" more bytes)"));
+        let mut frame = Vec::new();
+        crate::codec::encode_frame(
+            &crate::WorkerFrame::Message { thread: 0, message: FromWorker::Failed(f) },
+            &mut frame,
+        )
+        .unwrap();
+        assert_eq!(
+            JobFailure::new(JobId(3), "n", "m"),
+            JobFailure { id: JobId(3), node: "n".into(), message: "m".into(), given_up: false }
+        );
+    }
 
     /// A shell given the command line gets the tree's words back.
     #[test]
