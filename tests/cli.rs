@@ -222,7 +222,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     let out = out.to_str().unwrap();
     let rendezvous = dir.path().join("launch");
     let rendezvous = rendezvous.to_str().unwrap();
-    let cases: [(&[&str], &str); 69] = [
+    let cases: [(&[&str], &str); 73] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
@@ -242,6 +242,7 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["run", "--output", "/nonexistent-dir/out.txt", "queens", "--n", "4"], "cannot write the output file"),
         (&["run", "uts", "-t", "7"], "uts: invalid value '7'"),
         (&["run", "uts", "-d", "0"], "-d must be at least 1"),
+        (&["run", "uts", "-d", "1", "-b", "1e17"], "-b must be at most 2147483647"),
         (&["run", "queens"], "--n"),
         (&["run", "gw", "--delta", "1"], "gw: invalid value '1'"),
         // A negative number for a tree's option is a bad value, not an unknown option; a number
@@ -249,6 +250,9 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["run", "queens", "--n", "-1"], "queens: invalid value '-1' for '--n <N>'"),
         (&["run", "gw", "--delta", "-5", "--seed", "1"], "gw: invalid value '-5'"),
         (&["run", "--node-limit", " 5", "uts"], "' 5' is not a whole number"),
+        (&["estimate", "--threads", "-1", "queens", "--n", "6"], "invalid value '-1' for '--threads <N>'"),
+        (&["worker", "--connect", "127.0.0.1:9", "--threads", "-1"], "invalid value '-1' for '--threads <N>'"),
+        (&["worker", "--connect", "127.0.0.1:9", "--retry", "-1"], "invalid value '-1' for '--retry <SECS>'"),
         (&["run", "--time-limit", "5 ", "uts"], "'5 ' is not a positive number of seconds"),
         // Seconds no clock can take.
         (&["run", "--time-limit", "1e300", "uts"], "not a positive number of seconds"),

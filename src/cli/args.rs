@@ -180,7 +180,7 @@ pub struct EstimateArgs {
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     pub probe_seed: Option<u64>,
     /// Threads probing [default: the number of cores]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub threads: Option<u32>,
     /// More log output
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
@@ -206,10 +206,10 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "F")]
     pub token_file: Option<PathBuf>,
     /// Worker threads [default: the number of cores]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub threads: Option<u32>,
     /// Keep trying to reach the master (and waiting for the address file) this long, at the start and after losing it
-    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_seconds_or_zero)]
+    #[arg(long, value_name = "SECS", default_value = "60", allow_hyphen_values = true, value_parser = parse_seconds_or_zero)]
     pub retry: Duration,
     /// More log output (-v: info, -vv: debug)
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]

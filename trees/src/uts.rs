@@ -203,6 +203,15 @@ impl UtsParams {
         if !(self.b0.is_finite() && self.b0 >= 0.0) {
             return Err(format!("uts: -b must be a finite number >= 0, got {}", self.b0));
         }
+        // The reference counts children in an int; past about 4.5e15 a geometric tree's law
+        // rounds to no children at all, and the tree was silently one node.
+        if self.b0 > i32::MAX as f64 {
+            return Err(format!(
+                "uts: -b must be at most {} (the reference counts children in an int), got {}",
+                i32::MAX,
+                self.b0
+            ));
+        }
         if !(0.0..=1.0).contains(&self.non_leaf_prob) {
             return Err(format!("uts: -q must lie in [0, 1], got {}", self.non_leaf_prob));
         }
