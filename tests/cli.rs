@@ -462,9 +462,12 @@ fn a_refused_run_leaves_every_file_untouched() {
     // The files bts keeps beside a checkpoint while it replaces it, and while it runs.
     let (tmp, lock) = (path(".run.ckpt.tmp"), path(".run.ckpt.lock"));
     let (rendezvous, rendezvous_tmp) = (path("launch"), path(".launch.tmp"));
+    let (link, pipe) = (path("link"), path("pipe"));
+    std::os::unix::fs::symlink(&json, &link).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(&pipe).status().unwrap().success());
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let busy = busy.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 14] = [
+    let cases: [(&[&str], &str); 18] = [
         (&["--summary-json", &out], "given as both --output and --summary-json"),
         (&["--checkpoint", &out], "given as both --output and --checkpoint"),
         (&["--hist", &out], "given as both --output and --hist"),
@@ -481,7 +484,14 @@ fn a_refused_run_leaves_every_file_untouched() {
         (&["--rendezvous", &rendezvous, "--hist", &rendezvous_tmp], "is the temporary file of --rendezvous"),
         (&["--rendezvous", &ck, "--checkpoint", &ck], "given as both --checkpoint and --rendezvous"),
         (&["--rendezvous", &out], "given as both --output and --rendezvous"),
-        (&["--rendezvous", &json], "holds something other than a rendezvous file"),
+        (&["--rendezvous", &json], "the run would replace it with a rendezvous file"),
+        // Nor another file as the address file, which the run would also remove as it ends, nor
+        // a device (/dev/null was once replaced so; a pipe here, which would do no harm), a pipe
+        // or a link.
+        (&["--listen", "127.0.0.1:0", "--address-file", &json], "the run would replace it with an address file"),
+        (&["--rendezvous", &pipe], "is a pipe or a device, not a regular file"),
+        (&["--listen", "127.0.0.1:0", "--address-file", &pipe], "is a pipe or a device"),
+        (&["--rendezvous", &link], "is a symbolic link"),
     ];
     for launch in [None, Some("launch-1")] {
         for (options, message) in cases {

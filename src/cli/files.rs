@@ -156,13 +156,19 @@ pub fn check(
                 .map_err(|e| CliError::usage(format!("cannot write the {what} file {}: {e}", path.display())))?;
         }
     }
-    // The other ranks of a launch refuse such a file too (see `bts_worker::remote`).
-    if let Some(file) = args.remote.rendezvous.as_deref().filter(|f| !bts_worker::remote::may_replace_address_file(f)) {
-        return Err(CliError::usage(format!(
-            "--rendezvous {}: the file holds something other than a rendezvous file, which the run would \
-             overwrite; remove it, or give --rendezvous a file of its own",
-            file.display()
-        )));
+    // The run replaces these files as it starts and removes an address file as it ends: anything
+    // else at their paths stays as it was. The other ranks of a launch refuse such a rendezvous
+    // file too (see `bts_worker::remote`).
+    let address_files = [
+        ("--address-file", args.remote.address_file.as_deref(), "an address file"),
+        ("--rendezvous", args.remote.rendezvous.as_deref(), "a rendezvous file"),
+    ];
+    for (option, file, kind) in address_files {
+        if let Some(why) = file.and_then(bts_worker::remote::why_not_replaced) {
+            return Err(CliError::usage(format!(
+                "{option}: {why}; the run would replace it with {kind}: remove it, or give {option} a file of its own"
+            )));
+        }
     }
     Ok(())
 }

@@ -489,6 +489,13 @@ enum AddressFile {
 }
 
 fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
+    // A pipe would block the read, and a device reads as anything.
+    if let Ok(m) = std::fs::metadata(path)
+        && !m.is_file()
+    {
+        let what = if m.is_dir() { "a folder" } else { "a pipe or a device" };
+        return Ok(AddressFile::Unknown(format!("{} is {what}, not a regular file", path.display())));
+    }
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(AddressFile::Missing),
@@ -529,8 +536,21 @@ fn read_address_file(path: &std::path::Path) -> Result<AddressFile, String> {
 /// an address file (of this run or one before), not another file given as the rendezvous file by
 /// mistake (a checkpoint, an input, an output), which would be lost.
 pub fn may_replace_address_file(path: &std::path::Path) -> bool {
-    // Unreadable, or not an address file: left alone.
-    !matches!(read_address_file(path), Err(_) | Ok(AddressFile::Unknown(_)))
+    why_not_replaced(path).is_none()
+}
+
+/// Why a run must leave the file at `path` alone rather than make it its address file: it holds
+/// something else, or cannot be read, or is no regular file. `None` if it may be replaced.
+pub fn why_not_replaced(path: &std::path::Path) -> Option<String> {
+    // The run's file would replace the link (and a device: it once replaced /dev/null), not the
+    // file it names, and be removed at the run's end.
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Some(format!("{} is a symbolic link", path.display()));
+    }
+    match read_address_file(path) {
+        Err(why) | Ok(AddressFile::Unknown(why)) => Some(why),
+        Ok(_) => None,
+    }
 }
 
 /// The port of an address `HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one), if it
