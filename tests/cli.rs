@@ -505,9 +505,12 @@ fn a_refused_run_leaves_every_file_untouched() {
             if let Some(launch) = launch {
                 command.env("PMIX_RANK", "0").env("PMIX_NAMESPACE", launch);
             }
-            let o = command.args(&args).output().unwrap();
-            assert_eq!(o.status.code(), Some(2), "{options:?}: {}", stderr(&o));
-            assert!(stderr(&o).contains(message), "{options:?}: expected '{message}' in {}", stderr(&o));
+            // Bounded: a pipe given as the rendezvous file once blocked the run at its first read.
+            let mut child = command.args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+            let status = wait_bounded(&mut child, Duration::from_secs(60));
+            let log = stderr_of(&mut child);
+            assert_eq!(status.code(), Some(2), "{options:?}: {log}");
+            assert!(log.contains(message), "{options:?}: expected '{message}' in {log}");
             for file in [&out, &ck, &json, &tmp, &lock] {
                 assert_eq!(std::fs::read_to_string(file).unwrap(), "precious\n", "{options:?} changed {file}");
             }
