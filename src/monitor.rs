@@ -236,16 +236,16 @@ impl Monitor {
         // The line's parts, each with its rank: a narrow terminal drops the highest ranks first,
         // so that the count, the estimate and the ETA stay.
         let line = || {
+            let (queued, busy, workers) =
+                (human(scheduler.queued() as f64), scheduler.busy_workers(), scheduler.workers());
             let mut parts = vec![(0, duration(elapsed)), (0, format!("{} nodes", human(nodes as f64)))];
             // No worker, no rate: the last ones' would linger for seconds.
-            let shown = if scheduler.workers() == 0 { 0.0 } else { rate };
+            let shown = if workers == 0 { 0.0 } else { rate };
             parts.push((2, format!("{}/s", human(shown))));
             // What a long branch and bound has found so far.
             if let Some(best) = &t.best {
                 parts.push((0, format!("best {}", best.value)));
             }
-            let (queued, busy, workers) =
-                (human(scheduler.queued() as f64), scheduler.busy_workers(), scheduler.workers());
             let busy = match workers {
                 0 => "busy 0/0 (waiting for workers)".to_string(),
                 _ => format!("busy {busy}/{workers}"),

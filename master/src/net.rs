@@ -477,7 +477,7 @@ async fn write_loop(
     heartbeat: Duration,
     ping: Arc<LastPing>,
 ) {
-    let finish = |frame: &MasterFrame| {
+    let note_finish = |frame: &MasterFrame| {
         let told = matches!(
             frame,
             MasterFrame::Message { message: ToWorker::Finish, .. } | MasterFrame::Peer { message: PeerMsg::Finish, .. }
@@ -494,13 +494,13 @@ async fn write_loop(
         tokio::select! {
             frame = rx.recv() => {
                 let Some(frame) = frame else { break };
-                finish(&frame);
+                note_finish(&frame);
                 let mut fits = push(&frame, &mut out);
                 // Whatever else is queued goes in the same write.
                 while fits && out.len() < (1 << 20) {
                     match rx.try_recv() {
                         Ok(frame) => {
-                            finish(&frame);
+                            note_finish(&frame);
                             fits = push(&frame, &mut out);
                         }
                         Err(_) => break,

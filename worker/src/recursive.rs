@@ -56,10 +56,11 @@ use bts_protocol::Solution;
 pub trait Recursive: Tree {
     /// How many levels below its start node a job goes by recursion. Each level takes a stack
     /// frame, and worker threads have stacks of 2 MiB: the default leaves a frame 1 KiB. A
-    /// recursion with larger frames sets a smaller value (a stack overflow aborts the process). The job
-    /// ends at the first node deeper, as if its budget were spent there: that node and the rest of
-    /// the frontier go back as jobs, and the next job carries on from it (a job that went on above
-    /// it would search on without what lies below, a branch and bound without its solutions).
+    /// recursion with larger frames sets a smaller value (a stack overflow aborts the process).
+    /// The job ends at the first node deeper, as if its budget were spent there: that node and the
+    /// rest of the frontier go back as jobs, and the next job carries on from it (a job that went
+    /// on above it would search on without what lies below, a branch and bound without its
+    /// solutions).
     const MAX_RECURSION: u32 = 1024;
 
     /// Searches below `node`, which lies at `depth` and has been visited: offers each of its

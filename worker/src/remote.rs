@@ -93,8 +93,8 @@ pub enum Ended {
 /// What a worker knows when its master's connection ends while the run is on: the master may
 /// have ended, or dropped this worker for a silence past its `--worker-timeout` (a suspended
 /// process, a cut network).
-const CLOSED_EARLY: &str = "the master closed the connection before the run ended: it ended or was killed, or dropped this \
-                            worker for a silence longer than its --worker-timeout";
+const CLOSED_EARLY: &str = "the master closed the connection before the run ended: it ended or was killed, or \
+                            dropped this worker for a silence longer than its --worker-timeout";
 
 /// Why a worker process stopped before the run ended.
 #[derive(Debug, thiserror::Error)]
