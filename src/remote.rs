@@ -135,7 +135,8 @@ pub fn serve(
     let join = match &listen.address_file {
         // A launch's token may be in its rendezvous file only.
         Some(file) if listen.rendezvous => {
-            let token = if listen.token_in_address_file { "" } else { " --token-file (the launch's)" };
+            let token =
+                if listen.token_in_address_file { "" } else { " --token-file FILE (the one the launch was given)" };
             format!("--connect-file {}{token}", file.display())
         }
         _ => format!("--connect {advertised}"),
@@ -145,8 +146,12 @@ pub fn serve(
         let token = listen.token_in_address_file.then_some(listen.token.as_slice());
         let launch = launch_id().filter(|_| listen.rendezvous);
         let launch = launch.as_deref();
-        write_atomically(file, address_file_text(&advertised, token, launch).as_bytes(), token.is_some())
-            .map_err(|e| RunError::Setup(format!("cannot write the address file {}: {e}", file.display())))?;
+        write_atomically(file, address_file_text(&advertised, token, launch).as_bytes(), token.is_some()).map_err(
+            |e| {
+                let what = if listen.rendezvous { "rendezvous" } else { "address" };
+                RunError::Setup(format!("cannot write the {what} file {}: {e}", file.display()))
+            },
+        )?;
         ANNOUNCED.store(true, std::sync::atomic::Ordering::SeqCst);
     }
     Ok(Listening { server, address_file: listen.address_file.clone(), rendezvous: listen.rendezvous })

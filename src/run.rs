@@ -226,9 +226,10 @@ impl Stopper {
     /// Stop once the jobs out with workers are back: a tree's jobs end within 4,096 nodes, handing
     /// back the rest of their search; a legacy program's at its `done`. `reason` is what the
     /// outcome will say: `Signal`, `StopFile`, `TimeLimit` or `NodeLimit` (the others say what
-    /// bts found: a failed job, no workers left, a target reached).
-    pub fn stop(&self, reason: StopReason) {
-        let _ = self.0.send(Event::Stop(reason));
+    /// bts found: a failed job, no workers left, a target reached). False if the run had ended
+    /// already: there was nothing to stop.
+    pub fn stop(&self, reason: StopReason) -> bool {
+        self.0.send(Event::Stop(reason)).is_ok()
     }
 
     /// Stop now, saving what is committed; the jobs out with workers go to the checkpoint.

@@ -59,13 +59,12 @@ impl Stops {
 /// ```
 pub fn stop_on_signals(stopper: Stopper) {
     on_signals(move |seen, signal| match seen {
-        1 => {
-            crate::logging::say!(
-                "bts: {}: stopping once the workers hand their work back (signal again to quit now)",
-                signal_name(signal)
-            );
-            stopper.stop(StopReason::Signal);
-        }
+        // A signal as the run ends finds nothing to stop: its summary says how it ended.
+        1 if stopper.stop(StopReason::Signal) => crate::logging::say!(
+            "bts: {}: stopping once the workers hand their work back (signal again to quit now)",
+            signal_name(signal)
+        ),
+        1 => {}
         2 => {
             match stopper.abort_saves() {
                 true => crate::logging::say!("bts: second signal: saving what is committed and quitting now"),

@@ -43,6 +43,43 @@ fn an_unlimited_first_budget_on_many_workers_is_warned_of() {
     }
 }
 
+/// A launcher that binds a process to fewer CPUs than its search threads (OpenMPI binds each rank
+/// of a small launch to one core) would halve the run unseen: bts says so.
+#[test]
+fn search_threads_confined_to_fewer_cpus_are_warned_of() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: sysconf only reads.
+    if unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } < 2 {
+        return; // one CPU: nothing to confine to
+    }
+    let warning = "search threads, which will share it: under mpirun give --bind-to none";
+    let run = |args: &[&str], confined: bool| {
+        let mut command = bts_command();
+        command.args(args);
+        if confined {
+            // SAFETY: only sched_setaffinity runs between fork and exec, on a set built before.
+            unsafe {
+                command.pre_exec(|| {
+                    let mut one: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(0, &mut one);
+                    match libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) {
+                        0 => Ok(()),
+                        _ => Err(std::io::Error::last_os_error()),
+                    }
+                });
+            }
+        }
+        let o = command.output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        stderr(&o).contains(warning)
+    };
+    let queens = |workers| ["run", "--workers", workers, "--count-only", "queens", "--n", "6"];
+    assert!(run(&queens("2"), true));
+    assert!(!run(&queens("1"), true));
+    // More threads than the machine's CPUs, unconfined, is the user's choice.
+    assert!(!run(&queens("4"), false));
+}
+
 #[test]
 fn run_options_may_follow_the_tree_options() {
     let o = bts(&["run", "uts", "--preset", "T5", "--workers", "1", "--order", "fifo", "--summary-json", "-"]);

@@ -87,6 +87,36 @@ pub(crate) fn say_error(e: CliError) -> Exit {
     e.exit
 }
 
+/// Warns when this process may run on fewer CPUs than it has search threads, by the CPU affinity a
+/// launcher gave it (OpenMPI binds each rank of a small launch to one core): the threads would
+/// share those CPUs and the run go at a fraction of its speed, unseen.
+pub(crate) fn warn_if_confined(threads: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sched_getaffinity fills the set it is given, of the size it is told; a zeroed
+        // set is a valid empty one.
+        let allowed = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+                return;
+            }
+            libc::CPU_COUNT(&set)
+        } as usize;
+        // SAFETY: sysconf only reads.
+        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        if allowed < threads && (allowed as i64) < online {
+            tracing::warn!(
+                "this process may run on {allowed} of the machine's {online} CPUs (its CPU affinity, as \
+                 a launcher sets it) and has {threads} search threads, which will share {}: under \
+                 mpirun give --bind-to none (or --map-by slot:PE={threads})",
+                if allowed == 1 { "it" } else { "them" }
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = threads;
+}
+
 fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Result<Exit, CliError> {
     let args: Vec<OsString> = args.into_iter().collect();
     let cli = match args::Cli::try_parse_from(help_as_flag(args.clone())) {

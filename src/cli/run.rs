@@ -49,6 +49,7 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
         options.scheduler.budget.initial = b;
     }
     crate::run::check_mode(&options, &spec, &*searcher).map_err(CliError::usage)?;
+    super::warn_if_confined(options.workers);
     let budget = &options.scheduler.budget;
     if options.mode == RunMode::Budget
         && Budget(budget.initial).is_unlimited()
@@ -106,8 +107,10 @@ fn lock_run_files(options: &RunOptions, resumed_from: Option<&Path>) -> Result<V
 /// first to end would remove the other's address. A file system without locks (a shared one, as a
 /// rendezvous file's) goes without.
 fn address_lock(options: &RunOptions) -> Result<Option<RunLock>, CliError> {
-    let Some(file) = options.listen.as_ref().and_then(|l| l.address_file.as_deref()) else { return Ok(None) };
-    match RunLock::try_take(&absolute(file), "address file") {
+    let Some(listen) = options.listen.as_ref() else { return Ok(None) };
+    let Some(file) = listen.address_file.as_deref() else { return Ok(None) };
+    let what = if listen.rendezvous { "rendezvous file" } else { "address file" };
+    match RunLock::try_take(&absolute(file), what) {
         Ok(lock) => Ok(Some(lock)),
         Err(files::Refused::Held(e)) => Err(e),
         Err(files::Refused::Failed(e)) => {
@@ -188,6 +191,9 @@ fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exi
     check_optimising(args, &*searcher, &checkpoint.tree)?;
     let mut options = run_options(args, Some(&checkpoint))?;
     crate::run::check_mode(&options, &checkpoint.tree, &*searcher).map_err(CliError::usage)?;
+    if !checkpoint.is_complete() {
+        super::warn_if_confined(options.workers);
+    }
     // The run carries on in the file it was resumed from (a copy of a run carries on in the copy).
     let resumed_in_place = options.checkpoint.is_none();
     let written = options.checkpoint.get_or_insert_with(|| files::checkpoint_path(path)).clone();
@@ -317,7 +323,7 @@ fn failure_announced(args: &RunArgs, result: Result<Exit, CliError>) -> Result<E
             );
             return result;
         }
-        let lock = match RunLock::try_take(&absolute(file), "address file") {
+        let lock = match RunLock::try_take(&absolute(file), "rendezvous file") {
             Err(files::Refused::Held(_)) => return result,
             lock => lock.ok(),
         };
