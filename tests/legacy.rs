@@ -285,13 +285,49 @@ fn failing_programs_stop_the_run_naming_the_node_the_line_and_their_stderr() {
     }
 }
 
+/// A program that cannot start (here: not executable for a moment; in life too many processes or
+/// open files, a full disk) is tried again after a pause long enough for a passing shortage: the
+/// run carries on, exact. Without the pause, the three attempts took a millisecond and the run
+/// stopped.
+#[test]
+fn a_program_that_cannot_start_for_a_moment_is_tried_again_after_a_pause() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // The root job hands back five leaves, then takes its own execute bit away.
+    let program = script(
+        dir.path(),
+        "leaves.sh",
+        "#!/bin/sh\nif [ \"$BTS_NODE\" = root ]; then\n  for k in 1 2 3 4 5; do echo \"unexplored 1 c$k\"; done\n  \
+         chmod -x \"$0\"\nelse\n  echo \"out $BTS_NODE\"\nfi\necho \"done 1\"\n",
+    );
+    let summary_path = dir.path().join("summary.json");
+    let mut child = bts_command()
+        .args(["run", "--workers", "1", "--budget", "1", "--fixed-budget", "--count-only", "--summary-json"])
+        .arg(&summary_path)
+        .args(["exec", "--"])
+        .arg(&program)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let executable = || std::fs::metadata(&program).unwrap().permissions().mode() & 0o111 != 0;
+    wait_until(Duration::from_secs(60), || !executable(), || "the root job never ran".into());
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let status = wait_bounded(&mut child, Duration::from_secs(60));
+    let log = stderr_of(&mut child);
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(log.contains("cannot start") && log.contains("trying again on a fresh process in 1 s (1 of 2)"), "{log}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary_path).unwrap()).unwrap();
+    assert_eq!((s["nodes"].as_u64(), s["outputs"].as_u64()), (Some(6), Some(5)), "{s}");
+}
+
 #[test]
 fn a_job_that_fails_once_is_redone_on_a_fresh_process_and_counted_once() {
     let dir = tempfile::tempdir().unwrap();
     for persistent in [true, false] {
         let (code, log, s) = run_faulty(dir.path(), "once", persistent, &[]);
         assert_eq!(code, Some(0), "{log}");
-        assert!(log.contains("trying again on a fresh process (1 of 2)"), "{log}");
+        assert!(log.contains("trying again on a fresh process in 0.1 s (1 of 2)"), "{log}");
         // 1 + 10 + 50 nodes, the 50 leaves each a record, and not the failed attempt's.
         assert_eq!((s["nodes"].as_u64(), s["outputs"].as_u64()), (Some(61), Some(50)), "{s}");
         let out = std::fs::read_to_string(dir.path().join("out-once")).unwrap();

@@ -27,16 +27,25 @@ pub(crate) struct Failure {
     /// A persistent process that had answered a job ended cleanly before it said anything of
     /// the next: it exits after `done`, and is started again without counting a failure.
     between_jobs: bool,
+    /// The program could not be started (too many processes or open files, a full disk).
+    before_start: bool,
 }
 
 impl Failure {
     /// A failure before the program could run.
     pub(crate) fn start(what: String) -> Self {
-        Self { what, line: None, stderr: String::new(), beyond_retry: false, between_jobs: false }
+        Self { what, line: None, stderr: String::new(), beyond_retry: false, between_jobs: false, before_start: true }
     }
 
     pub(crate) fn new(what: impl Into<String>, program: &Program) -> Self {
-        Self { what: what.into(), line: None, stderr: program.stderr_tail(), beyond_retry: false, between_jobs: false }
+        Self {
+            what: what.into(),
+            line: None,
+            stderr: program.stderr_tail(),
+            beyond_retry: false,
+            between_jobs: false,
+            before_start: false,
+        }
     }
 
     pub(crate) fn with_line(what: impl Into<String>, line: &[u8], program: &Program) -> Self {
@@ -51,7 +60,9 @@ impl Failure {
             m += &format!("; the offending line: {l}");
         }
         m += &format!(" ({tries})");
-        if self.stderr.is_empty() {
+        if self.before_start {
+            // No program ran: there is no stderr to speak of.
+        } else if self.stderr.is_empty() {
             m += "; the program wrote nothing to stderr";
         } else {
             m += &format!("; the end of the program's stderr:\n{}", self.stderr);
@@ -615,23 +626,47 @@ pub(crate) fn with_retries(
             }
             Err(f) if attempts < retries && !f.beyond_retry && !stopping() => {
                 attempts += 1;
-                let again = format!("trying again on a fresh process ({attempts} of {retries})");
+                let pause = retry_pause(&f, attempts);
+                let again =
+                    format!("trying again on a fresh process in {} s ({attempts} of {retries})", pause.as_secs_f64());
                 match detached {
                     true => tracing::debug!(worker = %tag, "a probe at node {node} failed ({}); {again}", f.what),
                     false => tracing::warn!(worker = %tag, "the job at node {node} failed ({}); {again}", f.what),
                 }
+                let until = std::time::Instant::now() + pause;
+                while let Some(left) = until.checked_duration_since(std::time::Instant::now()).filter(|_| !stopping()) {
+                    std::thread::sleep(left.min(std::time::Duration::from_millis(20)));
+                }
+                if stopping() {
+                    return Err(given_up(job, node, &f, attempts));
+                }
             }
+            Err(f) if attempts < retries && !f.beyond_retry => return Err(given_up(job, node, &f, attempts + 1)),
             Err(f) => {
                 let tries = attempts + 1;
-                // Given up only because the run or this worker stops: the job goes back to the list.
-                let given_up = attempts < retries && !f.beyond_retry && stopping();
-                let why = if given_up { ", not tried again as the run or its worker stops" } else { "" };
-                let tries = format!("after {tries} attempt{}{why}", if tries > 1 { "s" } else { "" });
-                let message = f.message(&tries);
-                return Err(JobFailure { id: job.id, node, message, given_up });
+                let tries = format!("after {tries} attempt{}", if tries > 1 { "s" } else { "" });
+                return Err(JobFailure { id: job.id, node, message: f.message(&tries), given_up: false });
             }
         }
     }
+}
+
+/// A job given up after `tries` attempts only because the run or its worker stops: it goes back
+/// to the list.
+fn given_up(job: &Job, node: String, f: &Failure, tries: u32) -> JobFailure {
+    let tries = format!(
+        "after {tries} attempt{}, not tried again as the run or its worker stops",
+        if tries > 1 { "s" } else { "" }
+    );
+    JobFailure { id: job.id, node, message: f.message(&tries), given_up: true }
+}
+
+/// The pause before the `n`th retry of a failure, doubling each time: a program that could not
+/// start met a shortage (of processes, open files, disk) that may pass within seconds; one that
+/// failed may have met one too (a full /tmp), or fails each time, which a moment does not hold up.
+fn retry_pause(f: &Failure, n: u32) -> std::time::Duration {
+    let first = if f.before_start { std::time::Duration::from_secs(1) } else { std::time::Duration::from_millis(100) };
+    first.saturating_mul(1 << (n - 1).min(5))
 }
 
 #[cfg(test)]
