@@ -43,6 +43,39 @@ fn an_unlimited_first_budget_on_many_workers_is_warned_of() {
     }
 }
 
+/// A limit of open files too low for a run is refused before anything is written (it panicked
+/// deep inside, leaving an empty output file); a low soft limit under a higher hard one is raised.
+#[test]
+fn too_low_a_limit_of_open_files_is_refused_clearly() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out.txt");
+    for (soft, hard, refused) in [(10, 10, true), (10, 4096, false)] {
+        let mut command = bts_command();
+        command.args(["run", "--output"]).arg(&output).args(["--checkpoint"]).arg(dir.path().join("run.ckpt"));
+        command.args(["queens", "--n", "8"]);
+        // SAFETY: only setrlimit runs between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let limit = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+                match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                }
+            });
+        }
+        let o = command.output().unwrap();
+        if refused {
+            assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+            assert!(stderr(&o).contains("may open only 10 files at once (ulimit -n)"), "{}", stderr(&o));
+            assert!(!output.exists());
+        } else {
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+            assert_eq!(std::fs::read_to_string(&output).unwrap().lines().count(), 92);
+        }
+    }
+}
+
 /// A launcher that binds a process to fewer CPUs than its search threads (OpenMPI binds each rank
 /// of a small launch to one core) would halve the run unseen: bts says so.
 #[test]

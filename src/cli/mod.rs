@@ -87,6 +87,32 @@ pub(crate) fn say_error(e: CliError) -> Exit {
     e.exit
 }
 
+/// The fewest open files a run may be limited to: its runtime, signals, files and locks take about
+/// 20 before any connection or program.
+const MIN_OPEN_FILES: u64 = 64;
+
+/// Refuses a limit of open files (`ulimit -n`) too low for a run to start, which would otherwise
+/// fail deep inside it; raises a low soft limit up to the hard one first.
+fn enough_open_files() -> Result<(), CliError> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit read and write one valid rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= MIN_OPEN_FILES as libc::rlim_t {
+            return Ok(());
+        }
+        if limit.rlim_max >= MIN_OPEN_FILES as libc::rlim_t {
+            let raised = libc::rlimit { rlim_cur: MIN_OPEN_FILES as libc::rlim_t, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return Ok(());
+            }
+        }
+    }
+    Err(CliError::usage(format!(
+        "this process may open only {} files at once (ulimit -n): bts needs at least {MIN_OPEN_FILES}",
+        limit.rlim_cur
+    )))
+}
+
 /// Warns when this process may run on fewer CPUs than it has search threads, by the CPU affinity a
 /// launcher gave it (OpenMPI binds each rank of a small launch to one core): the threads would
 /// share those CPUs and the run go at a fraction of its speed, unseen.
@@ -124,6 +150,15 @@ fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Res
         Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => return Err(not_text(&args)),
         Err(e) => return print_clap(e),
     };
+    if matches!(
+        cli.command,
+        args::Command::Run { .. }
+            | args::Command::Resume { .. }
+            | args::Command::Worker(_)
+            | args::Command::Estimate { .. }
+    ) {
+        enough_open_files()?;
+    }
     match cli.command {
         args::Command::Run { args } => run::run(registry, &args),
         args::Command::Resume { args } => run::resume(registry, &args),
