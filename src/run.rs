@@ -766,7 +766,19 @@ impl Observer for Hooks<'_> {
                 self.last_save_failed = Some(RunError::Checkpoint { path: path.clone(), source });
                 Ok(())
             }
-            Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+            // A checkpoint that cannot be written leaves the previous one, unless its file or
+            // folder went.
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                match path.is_file() {
+                    true => format!("{}: {e}; the previous checkpoint stays valid", path.display()),
+                    false => format!(
+                        "{}: {e}; no checkpoint is left there (its file or folder is gone): the run cannot be \
+                         resumed until a save succeeds",
+                        path.display()
+                    ),
+                },
+            )),
         }
     }
 

@@ -1217,3 +1217,42 @@ fn a_budget_fixed_on_resume_is_the_one_reached() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_t1(&serde_json::from_str(&std::fs::read_to_string(&s).unwrap()).unwrap());
 }
+
+/// A checkpoint whose folder is removed during the run is not called valid: periodic saves that
+/// fail say that none is left, and so does the run's end (here a stop, then an output that went
+/// with the folder).
+#[test]
+fn a_checkpoint_whose_folder_is_removed_is_not_called_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    for output_inside in [false, true] {
+        let folder = dir.path().join(format!("run-{output_inside}"));
+        std::fs::create_dir(&folder).unwrap();
+        let checkpoint = folder.join("run.ckpt");
+        let output = if output_inside { folder.join("out.txt") } else { dir.path().join("out.txt") };
+        let mut child = bts_command()
+            .args(["run", "--workers", "2", "--checkpoint-every", "0.1", "--checkpoint"])
+            .arg(&checkpoint)
+            .arg("--output")
+            .arg(&output)
+            .args(["queens", "--n", "17"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until(Duration::from_secs(60), || checkpoint.is_file(), || "no checkpoint was written".into());
+        std::fs::remove_dir_all(&folder).unwrap();
+        if !output_inside {
+            // Two periodic saves fail (at most 0.1 s apart); then stop.
+            std::thread::sleep(Duration::from_millis(500));
+            signal(&child, "-INT");
+        }
+        let status = wait_bounded(&mut child, Duration::from_secs(60));
+        let log = stderr_of(&mut child);
+        assert_eq!(status.code(), Some(1), "{log}");
+        assert!(!log.contains("stays valid") && !log.contains("still valid"), "{log}");
+        assert!(!log.contains("carries on from it"), "{log}");
+        match output_inside {
+            false => assert!(log.contains("no checkpoint is left there (its file or folder is gone)"), "{log}"),
+            true => assert!(log.contains("(its file or folder is gone): the run cannot be resumed"), "{log}"),
+        }
+    }
+}

@@ -278,7 +278,7 @@ impl FailedSaves {
             0 => String::new(),
             s => format!(" (none written for {s} s)"),
         };
-        tracing::warn!("cannot write {what}: {e}; the previous checkpoint stays valid{how_long}");
+        tracing::warn!("cannot write {what}: {e}{how_long}");
         true
     }
 

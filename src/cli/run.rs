@@ -479,6 +479,10 @@ fn execute(
     // The output failed (a full disk), or a lost worker's work cannot be redone: what the last
     // checkpoint saved is still whole.
     let broke = |e: &dyn std::fmt::Display, unsaved: Option<crate::run::Unsaved>| match &checkpoint {
+        Some(path) if !path.is_file() => CliError::failure(format!(
+            "{e}\nbts: no checkpoint is left at {} (its file or folder is gone): the run cannot be resumed",
+            path.display()
+        )),
         Some(path) => CliError::failure(format!(
             "{e}\nbts: the checkpoint {0} holds the run as of its last save: bts resume {0} carries on from it{1}",
             path.display(),
