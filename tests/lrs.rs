@@ -853,3 +853,35 @@ fn a_high_dimensional_input_is_not_cut_into_jobs_that_cost_more_than_their_bases
     let (_, s) = run_lrs(dir.path(), &["--workers", "2", "--budget", "100"], &file);
     assert!(s["jobs"].as_u64().unwrap() > 20, "{s}");
 }
+
+/// lrs 7.1 writes its restart files in /tmp whatever TMPDIR says; with /tmp full it misreads its
+/// own input. bts says that /tmp is full instead of blaming the input. Runs where a private mount
+/// namespace can be made (root, or a user namespace): /tmp is a full tmpfs in it only.
+#[test]
+fn a_full_tmp_is_named_when_lrs_fails_on_it() {
+    if !lrs_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = dir.path().join("cyclic.ext");
+    // Large enough numbers that lrs 7.1 restarts in 128 bits, through a file in /tmp.
+    std::fs::write(&file, cyclic(8, 20)).unwrap();
+    let script = format!(
+        "mount -t tmpfs -o size=16k tmpfs /tmp && head -c 65536 /dev/zero > /tmp/fill; \
+         TMPDIR={} {} run --count-only lrs {}",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_bts"),
+        file.display()
+    );
+    let o = match Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", &script]).output() {
+        Ok(o) if !String::from_utf8_lossy(&o.stderr).contains("unshare:") => o,
+        _ => return eprintln!("skipped: no private mount namespace here"),
+    };
+    let log = stderr(&o);
+    if log.contains("mount:") {
+        return eprintln!("skipped: cannot mount a tmpfs here: {log}");
+    }
+    assert_eq!(o.status.code(), Some(2), "{log}");
+    assert!(log.contains("lrs fails on") && log.contains("/tmp is full"), "{log}");
+    assert!(!log.contains("lrs rejects"), "{log}");
+}

@@ -177,7 +177,10 @@ struct Checked {
 /// Runs lrs up to the first basis: it rejects a bad input with a message, and its output gives the
 /// head of an output file (the name, the representation, `linearity`, `begin` and `*****`).
 fn check_input(config: &LrsConfig, file: &Path) -> Result<Checked, String> {
-    let rejected = |what: String| format!("lrs rejects {}: {what}", file.display());
+    let rejected = |what: String| match tmp_shortage() {
+        Some(short) => format!("lrs fails on {}: {what}; {short}", file.display()),
+        None => format!("lrs rejects {}: {what}", file.display()),
+    };
     let input = input_file(&[&config.input[..], b"maxcobases 1\n"].concat()).map_err(|e| format!("lrs: {e}"))?;
     let mut program = start(&config.exec, &input, "lrs")
         .map_err(|e| format!("lrs: cannot start {}: {e}", config.exec.program.display()))?;
@@ -468,8 +471,34 @@ impl JobRunner for LrsRunner {
     fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
         let cobasis = String::from_utf8_lossy(job.node.as_slice()).into_owned();
         let config = &self.config.exec;
-        with_retries(job, &cobasis, (&self.tag, self.settings.detached), config, || self.attempt(job, &cobasis, batch))
+        with_retries(job, &cobasis, (&self.tag, self.settings.detached), config, || {
+            self.attempt(job, &cobasis, batch).map_err(|mut f| {
+                if let Some(short) = tmp_shortage() {
+                    f.what = format!("{}; {short}", f.what);
+                }
+                f
+            })
+        })
     }
+}
+
+/// What lrs may have failed of when /tmp is (nearly) full: lrs 7.1 writes its restart files in
+/// /tmp whatever TMPDIR says, and then misreads its own input (`*no begin line`) or crashes.
+fn tmp_shortage() -> Option<String> {
+    // SAFETY: statvfs fills the struct it is given, from a NUL-terminated path.
+    let (bytes, files) = unsafe {
+        let mut fs: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c"/tmp".as_ptr(), &mut fs) != 0 {
+            return None;
+        }
+        (fs.f_bavail as u64 * fs.f_frsize as u64, fs.f_favail as u64)
+    };
+    (bytes < 1 << 20 || files == 0).then(|| {
+        format!(
+            "/tmp is full ({} KiB and {files} files free), where lrs 7.1 writes its restart files whatever TMPDIR says",
+            bytes >> 10
+        )
+    })
 }
 
 #[cfg(test)]
