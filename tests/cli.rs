@@ -776,3 +776,35 @@ fn a_run_that_visited_nothing_has_no_leaves_or_depth() {
     let s = summary(&o);
     assert_eq!((&s["nodes"], &s["leaves"], &s["max_depth"]), (&Value::from(0), &Value::Null, &Value::Null), "{s}");
 }
+
+/// A file written only as the run ends (the summary) in a folder the run may not write to is
+/// refused before the run, not after it (a read-only file system under root, where permissions do
+/// not hold; a folder of mode 555 for anyone else).
+#[test]
+fn a_summary_that_could_not_be_written_is_refused_before_the_run() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let folder = dir.path().join("read-only");
+    std::fs::create_dir(&folder).unwrap();
+    let summary = folder.join("s.json");
+    let run = format!("{} run --summary-json {} queens --n 6", env!("CARGO_BIN_EXE_bts"), summary.display());
+    // SAFETY: geteuid only reads.
+    let o = if unsafe { libc::geteuid() } == 0 {
+        let script = format!("mount -t tmpfs -o ro,size=64k tmpfs {} && {run}", folder.display());
+        match Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", &script]).output() {
+            Ok(o) if !stderr(&o).contains("unshare:") && !stderr(&o).contains("mount:") => o,
+            _ => return eprintln!("skipped: no private mount namespace here"),
+        }
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o555)).unwrap();
+        Command::new("sh").args(["-c", &run]).output().unwrap()
+    };
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot write the summary file") && stderr(&o).contains("its folder"),
+        "{}",
+        stderr(&o)
+    );
+    // Refused before the run: no solution was printed.
+    assert!(o.stdout.is_empty(), "{}", String::from_utf8_lossy(&o.stdout));
+}

@@ -248,14 +248,7 @@ fn check_writable(path: &Path) -> io::Result<()> {
         Ok(m) if m.is_file() => return OpenOptions::new().write(true).open(path).map(drop),
         // A pipe opened and closed would tell its reader the end has come (and with no reader,
         // opening it waits): its permissions say enough.
-        Ok(_) => {
-            let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
-            // SAFETY: access only reads the NUL-terminated name.
-            return match unsafe { libc::access(name.as_ptr(), libc::W_OK) } {
-                0 => Ok(()),
-                _ => Err(io::Error::last_os_error()),
-            };
-        }
+        Ok(_) => return writable(path),
         Err(_) => {}
     }
     let folder = match path.parent() {
@@ -263,9 +256,20 @@ fn check_writable(path: &Path) -> io::Result<()> {
         _ => Path::new("."),
     };
     match std::fs::metadata(folder) {
-        Ok(m) if m.is_dir() => Ok(()),
+        // A file made at the end (the summary) must not find out then that it cannot be.
+        Ok(m) if m.is_dir() => writable(folder).map_err(|e| io::Error::new(e.kind(), format!("its folder: {e}"))),
         Ok(_) => Err(io::Error::new(io::ErrorKind::NotADirectory, format!("{} is not a folder", folder.display()))),
         Err(e) => Err(io::Error::new(e.kind(), format!("no folder {}", folder.display()))),
+    }
+}
+
+/// Whether this process may write `path` (a file, or in a folder), by its permissions.
+fn writable(path: &Path) -> io::Result<()> {
+    let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
+    // SAFETY: access only reads the NUL-terminated name.
+    match unsafe { libc::access(name.as_ptr(), libc::W_OK) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
 }
 
