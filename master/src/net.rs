@@ -140,14 +140,17 @@ async fn accept_loop(listener: TcpListener, shared: Shared) {
                 continue;
             }
         };
-        failures.accepted();
+        // Its handle takes a descriptor too: out of them, the connection goes, and the next
+        // accept waits as after a failed one.
         let handle = match shutdown_handle(&stream) {
             Ok(h) => Arc::new(h),
             Err(e) => {
-                tracing::warn!("cannot accept a connection: {e}");
+                drop(stream);
+                tokio::time::sleep(failures.failed(&e, "the master")).await;
                 continue;
             }
         };
+        failures.accepted();
         let (in_handshake, made_room) = shared.handshakes.admit(&handle);
         if let Some(quiet) = made_room.then(|| evictions.note(Instant::now())).flatten() {
             tracing::warn!(

@@ -508,8 +508,15 @@ impl PeerServer {
                         continue;
                     }
                 };
+                let handle = match shutdown_handle(&stream) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        drop(stream);
+                        tokio::time::sleep(failures.failed(&e, "the peer server")).await;
+                        continue;
+                    }
+                };
                 failures.accepted();
-                let Ok(handle) = shutdown_handle(&stream) else { continue };
                 let (in_handshake, _) = handshakes.admit(&handle);
                 let (token, router) = (Arc::clone(&token), Arc::clone(&router));
                 tokio::spawn(serve(stream, handle, peer.to_string(), token, router, in_handshake));
