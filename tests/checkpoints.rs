@@ -1002,8 +1002,8 @@ fn a_run_that_breaks_off_says_what_resuming_does_again() {
     let nodes = said["nodes"].as_u64().unwrap() - held["nodes"].as_u64().unwrap();
     let records = said["outputs"].as_u64().unwrap() - held["outputs"].as_u64().unwrap();
     let expected = format!(
-        "carries on from it (the {nodes} nodes visited since are visited again, and the {records} records printed \
-         since are printed again)"
+        "carries on from it (the {nodes} nodes visited since are visited again, and the {records} records sent to \
+         stdout since are printed again)"
     );
     assert!(log.contains(&expected), "expected {expected:?} in {log}");
     let o =

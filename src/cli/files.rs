@@ -263,6 +263,11 @@ fn check_writable(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Whether `e` is a disk full or failing: no fault of the command line (exit 1, not 2).
+pub fn disk_trouble(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded) || e.raw_os_error() == Some(libc::EIO)
+}
+
 /// Whether this process may write `path` (a file, or in a folder), by its permissions.
 fn writable(path: &Path) -> io::Result<()> {
     let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
@@ -316,11 +321,8 @@ impl RunLock {
     pub fn try_take(path: &Path, what: &str) -> Result<Self, Refused> {
         let lock = lock_path(path);
         let cannot = |e: io::Error| {
-            Refused::Failed(CliError::usage(format!(
-                "cannot lock the {what} {}: {}: {e}",
-                path.display(),
-                lock.display()
-            )))
+            let message = format!("cannot lock the {what} {}: {}: {e}", path.display(), lock.display());
+            Refused::Failed(if disk_trouble(&e) { CliError::failure(message) } else { CliError::usage(message) })
         };
         let mut file =
             OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lock).map_err(cannot)?;

@@ -504,6 +504,11 @@ fn execute(
                 Err(e) => broke(&format!("{error}\nbts: {}", e.message), unsaved),
             }));
         }
+        // A disk full or failing is no fault of the command line.
+        Err(e @ crate::RunError::Checkpoint { .. }) if matches!(&e, crate::RunError::Checkpoint { source, .. } if files::disk_trouble(source)) =>
+        {
+            return Err(CliError::failure(e));
+        }
         Err(
             e @ (crate::RunError::Checkpoint { .. }
             | crate::RunError::Listen { .. }
@@ -591,7 +596,7 @@ fn execute(
 fn done_again(u: crate::run::Unsaved) -> String {
     let printed = match u.printed {
         0 => String::new(),
-        n => format!(", and the {} printed since are printed again", crate::summary::plural(n, "records")),
+        n => format!(", and the {} sent to stdout since are printed again", crate::summary::plural(n, "records")),
     };
     format!("the {} visited since are visited again{printed}", crate::summary::plural(u.nodes, "nodes"))
 }
