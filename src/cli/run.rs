@@ -488,7 +488,10 @@ fn execute(
             path.display(),
             unsaved.map_or_else(String::new, |u| format!(" ({})", done_again(u)))
         )),
-        None => CliError::failure(e.to_string()),
+        None => CliError::failure(format!(
+            "{e}\nbts: without --checkpoint the run cannot be resumed{}",
+            if args.output.output.is_some() { ", and its output file may end in a record cut short" } else { "" }
+        )),
     };
     let finished = match run.run_to(&mut *output) {
         Ok(finished) => finished,
