@@ -394,7 +394,7 @@ fn a_polling_run_stopped_at_once_says_what_its_checkpoint_holds() {
             assert!(log.contains("checkpoint written to"), "{log}");
         } else {
             let expected =
-                format!("the {nodes} nodes visited since are visited again, and the {records} records printed");
+                format!("the {nodes} nodes visited since are visited again, and the {records} records sent to stdout");
             assert!(log.contains(&expected), "expected {expected:?} in {log}");
         }
     }
