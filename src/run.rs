@@ -233,9 +233,9 @@ impl Stopper {
     }
 
     /// Stop now, saving what is committed; the jobs out with workers go to the checkpoint.
-    /// `reason` as for [`stop`](Self::stop).
-    pub fn abort(&self, reason: StopReason) {
-        let _ = self.0.send(Event::Abort(reason));
+    /// `reason` as for [`stop`](Self::stop). False if the run had ended already.
+    pub fn abort(&self, reason: StopReason) -> bool {
+        self.0.send(Event::Abort(reason)).is_ok()
     }
 }
 
@@ -774,7 +774,7 @@ impl Observer for Hooks<'_> {
                     true => format!("{}: {e}; the previous checkpoint stays valid", path.display()),
                     false => format!(
                         "{}: {e}; no checkpoint is left there (its file or folder is gone): the run cannot be \
-                         resumed until a save succeeds",
+                         resumed unless a later save succeeds",
                         path.display()
                     ),
                 },

@@ -65,13 +65,11 @@ pub fn stop_on_signals(stopper: Stopper) {
             signal_name(signal)
         ),
         1 => {}
-        2 => {
-            match stopper.abort_saves() {
-                true => crate::logging::say!("bts: second signal: saving what is committed and quitting now"),
-                false => crate::logging::say!("bts: second signal: quitting now; the last checkpoint stays"),
-            }
-            stopper.abort(StopReason::Signal);
-        }
+        2 if stopper.abort(StopReason::Signal) => match stopper.abort_saves() {
+            true => crate::logging::say!("bts: second signal: saving what is committed and quitting now"),
+            false => crate::logging::say!("bts: second signal: quitting now; the last checkpoint stays"),
+        },
+        2 => crate::logging::say!("bts: the run is over and its summary being written: signal again to quit now"),
         _ => {
             crate::logging::say!("bts: third signal: quitting without saving");
             bts_adapters::kill_all();

@@ -1255,4 +1255,25 @@ fn a_checkpoint_whose_folder_is_removed_is_not_called_valid() {
             true => assert!(log.contains("(its file or folder is gone): the run cannot be resumed"), "{log}"),
         }
     }
+    // Random polling stopped at once keeps its last save: gone, it is not offered for resuming.
+    let checkpoint = dir.path().join("polling.ckpt");
+    let mut child = bts_command()
+        .args(["run", "--mode", "polling", "--workers", "2", "--count-only", "--checkpoint"])
+        .arg(&checkpoint)
+        .args(["queens", "--n", "17"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(60), || checkpoint.is_file(), || "no checkpoint was written".into());
+    std::fs::remove_file(&checkpoint).unwrap();
+    signal(&child, "-INT");
+    std::thread::sleep(Duration::from_millis(100));
+    signal(&child, "-TERM");
+    let status = wait_bounded(&mut child, Duration::from_secs(60));
+    let log = stderr_of(&mut child);
+    if !checkpoint.exists() {
+        assert!(log.contains("no checkpoint is left at") && !log.contains("carries on from it"), "{log}");
+        assert!(!log.contains("holds the run") && !log.contains("resume with"), "{log}");
+    }
+    assert!(matches!(status.code(), Some(1 | 3)), "{log}");
 }

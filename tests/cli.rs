@@ -69,6 +69,25 @@ fn too_low_a_limit_of_open_files_is_refused_clearly() {
             assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
             assert!(stderr(&o).contains("may open only 10 files at once (ulimit -n)"), "{}", stderr(&o));
             assert!(!output.exists());
+            // Rank 0 of a launch tells the other ranks, which would wait for it otherwise.
+            let rendezvous = dir.path().join("launch.rdv");
+            let mut command = bts_command();
+            command.args(["run", "--rendezvous"]).arg(&rendezvous).args(["queens", "--n", "8"]);
+            command.env("OMPI_COMM_WORLD_RANK", "0").env("PMIX_NAMESPACE", "bts-test-launch");
+            // SAFETY: as above.
+            unsafe {
+                command.pre_exec(move || {
+                    let limit = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+                    match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
+                        0 => Ok(()),
+                        _ => Err(std::io::Error::last_os_error()),
+                    }
+                });
+            }
+            let o = command.output().unwrap();
+            assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+            let said = std::fs::read_to_string(&rendezvous).unwrap();
+            assert!(said.contains("failed") && said.contains("ulimit -n"), "{said}");
         } else {
             assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
             assert_eq!(std::fs::read_to_string(&output).unwrap().lines().count(), 92);
@@ -807,4 +826,8 @@ fn a_summary_that_could_not_be_written_is_refused_before_the_run() {
     );
     // Refused before the run: no solution was printed.
     assert!(o.stdout.is_empty(), "{}", String::from_utf8_lossy(&o.stdout));
+    // A folder given as the summary, likewise.
+    let o = bts(&["run", "--summary-json", dir.path().to_str().unwrap(), "queens", "--n", "6"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is a folder") && o.stdout.is_empty(), "{}", stderr(&o));
 }

@@ -35,6 +35,7 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     else {
         return Ok(Exit::Complete);
     };
+    super::enough_open_files()?;
     if searcher.optimises() {
         return Err(CliError::usage(format!(
             "bts estimate cannot size a branch and bound ('{}'): what a run visits depends on the solutions it \

@@ -156,6 +156,11 @@ pub fn check(
                 .map_err(|e| CliError::usage(format!("cannot write the {what} file {}: {e}", path.display())))?;
         }
     }
+    // These are replaced by a new file, made beside them (through a link, where it points).
+    for (option, path) in atomic.iter().filter_map(|&(option, path)| Some((option, path?))) {
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        check_folder(&path).map_err(|e| CliError::usage(format!("cannot write {option} {}: {e}", path.display())))?;
+    }
     // The run replaces these files as it starts and removes an address file as it ends: anything
     // else at their paths stays as it was. The other ranks of a launch refuse such a rendezvous
     // file too (see `bts_worker::remote`).
@@ -244,20 +249,38 @@ pub fn standard_stream(path: &Path) -> Option<i32> {
 
 /// Whether `path` can be written, without creating or changing it.
 fn check_writable(path: &Path) -> io::Result<()> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => return OpenOptions::new().write(true).open(path).map(drop),
+    let mut path = path.to_path_buf();
+    // A dangling link makes the file where it points.
+    for _ in 0..40 {
+        match (std::fs::metadata(&path), std::fs::read_link(&path)) {
+            (Err(_), Ok(target)) => path = path.parent().map_or(target.clone(), |folder| folder.join(&target)),
+            _ => break,
+        }
+    }
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_file() => return OpenOptions::new().write(true).open(&path).map(drop),
+        Ok(m) if m.is_dir() => {
+            return Err(io::Error::new(io::ErrorKind::IsADirectory, format!("{} is a folder", path.display())));
+        }
         // A pipe opened and closed would tell its reader the end has come (and with no reader,
         // opening it waits): its permissions say enough.
-        Ok(_) => return writable(path),
+        Ok(_) => return writable(&path, libc::W_OK),
         Err(_) => {}
     }
+    // A file made at the end (the summary) must not find out then that it cannot be.
+    check_folder(&path)
+}
+
+/// Whether files can be made in `path`'s folder (a file replaced atomically is made anew there).
+fn check_folder(path: &Path) -> io::Result<()> {
     let folder = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     match std::fs::metadata(folder) {
-        // A file made at the end (the summary) must not find out then that it cannot be.
-        Ok(m) if m.is_dir() => writable(folder).map_err(|e| io::Error::new(e.kind(), format!("its folder: {e}"))),
+        Ok(m) if m.is_dir() => {
+            writable(folder, libc::W_OK | libc::X_OK).map_err(|e| io::Error::new(e.kind(), format!("its folder: {e}")))
+        }
         Ok(_) => Err(io::Error::new(io::ErrorKind::NotADirectory, format!("{} is not a folder", folder.display()))),
         Err(e) => Err(io::Error::new(e.kind(), format!("no folder {}", folder.display()))),
     }
@@ -268,11 +291,12 @@ pub fn disk_trouble(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded) || e.raw_os_error() == Some(libc::EIO)
 }
 
-/// Whether this process may write `path` (a file, or in a folder), by its permissions.
-fn writable(path: &Path) -> io::Result<()> {
+/// Whether this process may `mode` (`W_OK`, and `X_OK` to make a file in a folder) `path`, as its
+/// effective user with its capabilities.
+fn writable(path: &Path, mode: libc::c_int) -> io::Result<()> {
     let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
-    // SAFETY: access only reads the NUL-terminated name.
-    match unsafe { libc::access(name.as_ptr(), libc::W_OK) } {
+    // SAFETY: faccessat only reads the NUL-terminated name.
+    match unsafe { libc::faccessat(libc::AT_FDCWD, name.as_ptr(), mode, libc::AT_EACCESS) } {
         0 => Ok(()),
         _ => Err(io::Error::last_os_error()),
     }

@@ -91,9 +91,13 @@ pub(crate) fn say_error(e: CliError) -> Exit {
 /// 20 before any connection or program.
 const MIN_OPEN_FILES: u64 = 64;
 
+/// What a low soft limit of open files is raised to, where the hard limit allows: a shell's usual
+/// default, room for workers with programs of their own.
+const RAISED_OPEN_FILES: u64 = 1024;
+
 /// Refuses a limit of open files (`ulimit -n`) too low for a run to start, which would otherwise
-/// fail deep inside it; raises a low soft limit up to the hard one first.
-fn enough_open_files() -> Result<(), CliError> {
+/// fail deep inside it; raises a low soft limit towards the hard one first.
+pub(crate) fn enough_open_files() -> Result<(), CliError> {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit and setrlimit read and write one valid rlimit.
     unsafe {
@@ -101,7 +105,10 @@ fn enough_open_files() -> Result<(), CliError> {
             return Ok(());
         }
         if limit.rlim_max >= MIN_OPEN_FILES as libc::rlim_t {
-            let raised = libc::rlimit { rlim_cur: MIN_OPEN_FILES as libc::rlim_t, rlim_max: limit.rlim_max };
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max.min(RAISED_OPEN_FILES as libc::rlim_t),
+                rlim_max: limit.rlim_max,
+            };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
                 return Ok(());
             }
@@ -150,15 +157,6 @@ fn run_cli(registry: &Registry, args: impl IntoIterator<Item = OsString>) -> Res
         Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => return Err(not_text(&args)),
         Err(e) => return print_clap(e),
     };
-    if matches!(
-        cli.command,
-        args::Command::Run { .. }
-            | args::Command::Resume { .. }
-            | args::Command::Worker(_)
-            | args::Command::Estimate { .. }
-    ) {
-        enough_open_files()?;
-    }
     match cli.command {
         args::Command::Run { args } => run::run(registry, &args),
         args::Command::Resume { args } => run::resume(registry, &args),

@@ -40,6 +40,7 @@ fn run_master(registry: &Registry, parts: Split, args: &RunArgs) -> Result<Exit,
     else {
         return Ok(Exit::Complete);
     };
+    super::enough_open_files()?;
     if args.stopping.checkpoint_every.is_some() && args.stopping.checkpoint.is_none() {
         return Err(CliError::usage("--checkpoint-every needs --checkpoint FILE"));
     }
@@ -159,7 +160,7 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     if let Some(exit) = worker_rank(registry, &args) {
         return exit;
     }
-    failure_announced(&args, resume_master(registry, &path, &args))
+    failure_announced(&args, super::enough_open_files().and_then(|()| resume_master(registry, &path, &args)))
 }
 
 /// `bts resume` of a master.
@@ -532,6 +533,10 @@ fn execute(
     let summary = &finished.summary;
     report(args, summary)?;
     let resume_hint = || match (&finished.checkpoint, &finished.checkpoint_error) {
+        // Random polling stopped at once keeps its last save, which may have gone since.
+        (Some(p), _) if !p.is_file() => {
+            format!("no checkpoint is left at {} (its file or folder is gone): the run cannot be resumed", p.display())
+        }
         (Some(p), _) => {
             let kept = match finished.unsaved {
                 None => format!("checkpoint written to {}", p.display()),

@@ -66,6 +66,7 @@ fn wait_for_file(path: &Path, at_most: Duration, stop: &bts_worker::remote::Canc
 /// is how long it has waited already (for a token file), which the first join takes off
 /// `options.retry_for`.
 pub fn work(registry: &Registry, mut options: RemoteOptions, waited: Duration) -> Result<Exit, CliError> {
+    super::enough_open_files()?;
     super::warn_if_confined(options.threads as usize);
     let build = |spec: &bts_protocol::TreeSpec| registry.build(spec).map_err(|e| e.to_string());
     // A worker that loses its master while the master lives on (a network cut, a suspended

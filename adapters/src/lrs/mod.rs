@@ -486,14 +486,15 @@ impl JobRunner for LrsRunner {
 /// /tmp whatever TMPDIR says, and then misreads its own input (`*no begin line`) or crashes.
 fn tmp_shortage() -> Option<String> {
     // SAFETY: statvfs fills the struct it is given, from a NUL-terminated path.
-    let (bytes, files) = unsafe {
+    let fs = unsafe {
         let mut fs: libc::statvfs = std::mem::zeroed();
         if libc::statvfs(c"/tmp".as_ptr(), &mut fs) != 0 {
             return None;
         }
-        (fs.f_bavail as u64 * fs.f_frsize as u64, fs.f_favail as u64)
+        fs
     };
-    (bytes < 1 << 20 || files == 0).then(|| {
+    let (bytes, files) = (fs.f_bavail as u64 * fs.f_frsize as u64, fs.f_favail as u64);
+    full(fs.f_blocks as u64, bytes, fs.f_files as u64, files).then(|| {
         format!(
             "/tmp is full ({} KiB and {files} files free), where lrs 7.1 writes its restart files whatever TMPDIR says",
             bytes >> 10
@@ -501,8 +502,26 @@ fn tmp_shortage() -> Option<String> {
     })
 }
 
+/// Whether a file system of `blocks` and `files` in all, with `bytes` and `files_free` left, is
+/// too full for lrs's restart files. One of no fixed size or number of files (ramfs; btrfs's
+/// files) says 0 of them.
+fn full(blocks: u64, bytes: u64, files: u64, files_free: u64) -> bool {
+    (blocks > 0 && bytes < 64 << 10) || (files > 0 && files_free == 0)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_file_system_is_full_when_room_or_files_run_out_not_when_it_has_no_limits() {
+        use super::full;
+        assert!(full(1000, 10 << 10, 100, 50));
+        assert!(full(1000, 1 << 30, 100, 0));
+        assert!(!full(1000, 1 << 30, 100, 50));
+        // ramfs: no size and no files in all; btrfs: no count of files.
+        assert!(!full(0, 0, 0, 0));
+        assert!(!full(1000, 1 << 30, 0, 0));
+    }
+
     use super::*;
     use bts_protocol::{Budget, JobId};
 
