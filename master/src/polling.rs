@@ -104,9 +104,8 @@ enum State {
         received: u64,
     },
     Finished,
-    /// Its process was lost.
-    Gone,
-    /// It left the run (its process asked to), its stack dealt to the others.
+    /// It left the run (its process asked to), its stack dealt to the others. (A worker whose
+    /// process was lost has no slot any more.)
     Left,
 }
 
@@ -130,7 +129,7 @@ impl Slot {
     }
 
     fn live(&self) -> bool {
-        !matches!(self.state, State::Gone | State::Left)
+        !matches!(self.state, State::Left)
     }
 }
 
@@ -179,7 +178,14 @@ pub struct Coordinator {
     /// Nodes committed before this segment of the run.
     nodes_before: u64,
     node_limit: Option<u64>,
-    slots: Vec<Slot>,
+    /// The workers of the run by index: local threads first, then each process's as it joins. A
+    /// worker's slot goes once nothing more can come of it (its process lost, or its last word
+    /// after leaving taken), so that a long run that processes join and leave again and again
+    /// keeps slots for those taking part only (it kept one for every worker that ever joined, and
+    /// looked at every one of them at each termination wave).
+    slots: BTreeMap<u32, Slot>,
+    /// The index of the next worker to join: every worker this segment has seen.
+    next_worker: u32,
     pause: Option<PauseFor>,
     /// The pause is complete and its snapshot taken.
     snapshot: Option<Vec<Pending>>,
@@ -215,7 +221,8 @@ impl Coordinator {
             last: Snapshot { totals: totals.clone(), jobs },
             totals,
             node_limit,
-            slots: (0..workers).map(|_| Slot::new()).collect(),
+            slots: (0..workers).map(|w| (w, Slot::new())).collect(),
+            next_worker: workers,
             pause: None,
             snapshot: None,
             ending: None,
@@ -255,7 +262,7 @@ impl Coordinator {
     /// checkpoint resumed, if any) before anything else.
     pub fn optimising(mut self, config: OptimumConfig) -> Self {
         self.incumbents = Incumbents::new(config, self.totals.best.as_ref());
-        self.tell_incumbent(0..self.slots.len() as u32);
+        self.tell_incumbent(0..self.next_worker);
         // A new target the saved incumbent reaches already.
         if self.incumbents.reached_target() {
             self.request_pause(PauseFor::Stop(StopReason::Target));
@@ -280,7 +287,7 @@ impl Coordinator {
         if solutions.is_empty() || !self.incumbents.offer(solutions, &mut self.totals.best) {
             return;
         }
-        let live: Vec<u32> = (0..self.slots.len() as u32).filter(|&w| self.slots[w as usize].live()).collect();
+        let live: Vec<u32> = self.slots.iter().filter(|(_, s)| s.live()).map(|(&w, _)| w).collect();
         let incumbent = self.incumbents.incumbent();
         for w in live {
             self.outbox.push_back((w, PeerMsg::Incumbent(incumbent)));
@@ -299,8 +306,9 @@ impl Coordinator {
     /// Workers of a new process: returns the index of the first. They begin with the start of the
     /// run, or nothing (they steal), or a pause under way.
     pub fn add_workers(&mut self, count: u32) -> u32 {
-        let first = self.slots.len() as u32;
-        self.slots.extend((0..count).map(|_| Slot::new()));
+        let first = self.next_worker;
+        self.next_worker += count;
+        self.slots.extend((first..first + count).map(|w| (w, Slot::new())));
         self.tell_incumbent(first..first + count);
         // A wave under way did not ask the newcomers.
         self.cancel_waves();
@@ -350,7 +358,7 @@ impl Coordinator {
 
     /// Sends a `Start` or `Resume`, counted so that waves wait until the worker has acted on it.
     fn order(&mut self, worker: u32, message: PeerMsg) {
-        if let Some(slot) = self.slots.get_mut(worker as usize) {
+        if let Some(slot) = self.slots.get_mut(&worker) {
             slot.orders += 1;
         }
         self.outbox.push_back((worker, message));
@@ -358,18 +366,23 @@ impl Coordinator {
 
     /// The process running workers `first..first + count` is lost: roll back to the last snapshot.
     pub fn remove_workers(&mut self, first: u32, count: u32) {
-        let end = (first as usize + count as usize).min(self.slots.len());
-        if self.left(first, count) {
-            // It left the run: it held nothing.
+        let workers: Vec<u32> = self.slots.range(first..first.saturating_add(count)).map(|(&w, _)| w).collect();
+        if workers.is_empty() {
+            // Nothing of it is left: its loss was taken already, or it left and said its last word.
             return;
         }
-        for w in first as usize..end {
+        if self.left(first, count) {
+            // It left the run: it held nothing, and nothing more comes of it.
+            for w in workers {
+                self.slots.remove(&w);
+            }
+            return;
+        }
+        for w in workers {
+            // Gone with its stack and the work that reached it, which the rollback redoes; what
+            // it still says is dropped as a stranger's.
             self.set_stack(w, 0);
-            let slot = &mut self.slots[w];
-            slot.state = State::Gone;
-            // Lost with the process, like its stack: the rollback redoes them.
-            slot.late.clear();
-            slot.late_messages = 0;
+            self.slots.remove(&w);
         }
         if self.outcome.is_some() {
             return;
@@ -397,14 +410,14 @@ impl Coordinator {
         self.snapshot = None;
         let mut waiting = BTreeSet::new();
         self.stacked = 0;
-        for (w, slot) in self.slots.iter_mut().enumerate() {
+        for (&w, slot) in self.slots.iter_mut() {
             if slot.live() {
                 slot.state = State::Running;
                 slot.late.clear();
                 slot.late_messages = 0;
                 slot.stack = 0;
-                waiting.insert(w as u32);
-                self.outbox.push_back((w as u32, PeerMsg::Reset { epoch: self.epoch }));
+                waiting.insert(w);
+                self.outbox.push_back((w, PeerMsg::Reset { epoch: self.epoch }));
             }
         }
         self.cancel_waves();
@@ -437,7 +450,7 @@ impl Coordinator {
         self.totals.best = self.incumbents.best();
         self.output.clear();
         let nodes: Vec<Returned> = self.last.jobs.iter().cloned().map(Returned::from).collect();
-        let live: Vec<u32> = (0..self.slots.len() as u32).filter(|&w| self.slots[w as usize].live()).collect();
+        let live: Vec<u32> = self.slots.iter().filter(|(_, s)| s.live()).map(|(&w, _)| w).collect();
         if live.is_empty() {
             self.start = Some(StartPlan::Nodes(nodes));
         } else {
@@ -449,7 +462,7 @@ impl Coordinator {
         if let Some(why) = reset.pause_after {
             self.request_pause(why);
         }
-        if self.slots.iter().any(|s| s.leaving && s.live()) {
+        if self.slots.values().any(|s| s.leaving && s.live()) {
             self.request_pause(PauseFor::Leave);
         }
         Some(self.totals.output_bytes)
@@ -458,14 +471,16 @@ impl Coordinator {
     pub fn handle(&mut self, report: PollReport) {
         let worker = report_worker(&report);
         if let PollReport::Finished { pieces, moved, .. } = &report
-            && self.slots.get(worker as usize).is_some_and(|s| matches!(s.state, State::Left))
+            && self.slots.get(&worker).is_some_and(|s| matches!(s.state, State::Left))
         {
-            // A leaver's last word: it paused before it was told to finish, so it visited nothing since.
+            // A leaver's last word: it paused before it was told to finish, so it visited nothing
+            // since. Nothing more comes of it.
             self.totals.jobs += pieces;
             self.totals.returned += moved;
+            self.slots.remove(&worker);
             return;
         }
-        let slot_ok = self.slots.get(worker as usize).is_some_and(|s| s.live());
+        let slot_ok = self.slots.get(&worker).is_some_and(|s| s.live());
         if slot_ok && matches!(report, PollReport::Finished { .. }) && self.waves.is_some() && self.ending.is_none() {
             // Only the coordinator ends a distributed run: a worker that finishes untold (its
             // process hit an error) dropped its stack, so it is lost, whatever it says.
@@ -482,7 +497,7 @@ impl Coordinator {
         }
         match report {
             PollReport::Progress { worker, progress } => {
-                self.set_stack(worker as usize, progress.stack);
+                self.set_stack(worker, progress.stack);
                 self.commit(progress);
                 self.check_node_limit();
             }
@@ -491,13 +506,16 @@ impl Coordinator {
                 self.totals.jobs += pieces;
                 self.totals.returned += moved;
                 self.check_node_limit();
-                self.set_stack(worker as usize, stack.len() as u64);
-                self.slots[worker as usize].state = State::Paused { stack, sent, received };
+                self.set_stack(worker, stack.len() as u64);
+                if let Some(slot) = self.slots.get_mut(&worker) {
+                    slot.state = State::Paused { stack, sent, received };
+                }
             }
             PollReport::LateWork { worker, nodes } => {
-                let slot = &mut self.slots[worker as usize];
-                slot.late_messages += 1;
-                slot.late.extend(nodes);
+                if let Some(slot) = self.slots.get_mut(&worker) {
+                    slot.late_messages += 1;
+                    slot.late.extend(nodes);
+                }
             }
             PollReport::Failed { worker, failure } => {
                 // The run's first failure is its error, which its end reports in full.
@@ -516,8 +534,10 @@ impl Coordinator {
                 self.commit(progress);
                 self.totals.jobs += pieces;
                 self.totals.returned += moved;
-                self.set_stack(worker as usize, 0);
-                self.slots[worker as usize].state = State::Finished;
+                self.set_stack(worker, 0);
+                if let Some(slot) = self.slots.get_mut(&worker) {
+                    slot.state = State::Finished;
+                }
                 self.check_finished();
             }
             PollReport::ResetDone { worker, epoch } => {
@@ -554,7 +574,7 @@ impl Coordinator {
     }
 
     fn check_finished(&mut self) {
-        if self.slots.iter().all(|s| matches!(s.state, State::Finished | State::Gone | State::Left)) {
+        if self.slots.values().all(|s| matches!(s.state, State::Finished | State::Left)) {
             let outcome = self.ending.clone().unwrap_or(Outcome::Complete);
             // A complete run's output is its best records, however its end was found (every
             // worker finished, or the counts of a termination wave).
@@ -610,9 +630,9 @@ impl Coordinator {
                 self.pauses += 1;
                 // Counts of paused workers say nothing of the nodes the coordinator holds.
                 self.cancel_waves();
-                for (w, slot) in self.slots.iter().enumerate() {
+                for (&w, slot) in &self.slots {
                     if matches!(slot.state, State::Running) {
-                        self.outbox.push_back((w as u32, PeerMsg::Pause { number: self.pauses }));
+                        self.outbox.push_back((w, PeerMsg::Pause { number: self.pauses }));
                     }
                 }
             }
@@ -641,7 +661,7 @@ impl Coordinator {
         // nodes); resumed in random polling with as many workers, each gets its own back.
         let stacks: Vec<Vec<Pending>> = self
             .slots
-            .iter()
+            .values()
             .filter(|s| s.live())
             .map(|slot| {
                 let stack = match &slot.state {
@@ -683,8 +703,11 @@ impl Coordinator {
         }
         self.snapshot = None;
         self.pause = None;
-        let leavers: Vec<usize> = (0..self.slots.len())
-            .filter(|&w| self.slots[w].leaving && matches!(self.slots[w].state, State::Paused { .. }))
+        let leavers: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.leaving && matches!(s.state, State::Paused { .. }))
+            .map(|(&w, _)| w)
             .collect();
         let (leaving, mut handed) = (leavers.len(), Vec::new());
         if leaving > 0 {
@@ -692,20 +715,20 @@ impl Coordinator {
         }
         for w in leavers {
             self.set_stack(w, 0);
-            let slot = &mut self.slots[w];
+            let slot = self.slots.get_mut(&w).expect("a leaver's slot");
             if let State::Paused { stack, .. } = std::mem::replace(&mut slot.state, State::Left) {
                 handed.extend(stack);
             }
             handed.append(&mut slot.late);
             slot.late_messages = 0;
-            self.outbox.push_back((w as u32, PeerMsg::Finish));
+            self.outbox.push_back((w, PeerMsg::Finish));
         }
         if leaving > 0 {
             let (epoch, nodes) = (self.epoch, handed.len());
             tracing::info!(workers = leaving, nodes, epoch, "workers leave the run, handing their nodes over");
         }
-        let stayers: Vec<usize> =
-            (0..self.slots.len()).filter(|&w| matches!(self.slots[w].state, State::Paused { .. })).collect();
+        let stayers: Vec<u32> =
+            self.slots.iter().filter(|(_, s)| matches!(s.state, State::Paused { .. })).map(|(&w, _)| w).collect();
         if !stayers.is_empty() {
             // Nodes nobody had started (the first workers joined during the pause).
             match self.start.take() {
@@ -726,7 +749,7 @@ impl Coordinator {
         }
         let mut parts = deal(handed, stayers.len()).into_iter();
         for w in stayers {
-            let slot = &mut self.slots[w];
+            let slot = self.slots.get_mut(&w).expect("a stayer's slot");
             if let State::Paused { stack, .. } = std::mem::replace(&mut slot.state, State::Running) {
                 let mut nodes = stack;
                 nodes.append(&mut slot.late);
@@ -734,7 +757,7 @@ impl Coordinator {
                 slot.late_messages = 0;
                 slot.orders += 1;
                 let count = nodes.len() as u64;
-                self.outbox.push_back((w as u32, PeerMsg::Resume { nodes, epoch: self.epoch }));
+                self.outbox.push_back((w, PeerMsg::Resume { nodes, epoch: self.epoch }));
                 self.set_stack(w, count);
             }
         }
@@ -746,9 +769,8 @@ impl Coordinator {
         if self.outcome.is_some() || self.ending.is_some() {
             return;
         }
-        let end = (first as usize + count as usize).min(self.slots.len());
         let mut asked = false;
-        for slot in self.slots.get_mut(first as usize..end).unwrap_or_default() {
+        for slot in self.slots.range_mut(first..first.saturating_add(count)).map(|(_, s)| s) {
             if slot.live() && !slot.leaving {
                 slot.leaving = true;
                 asked = true;
@@ -761,9 +783,8 @@ impl Coordinator {
 
     /// Whether every worker of `first..first + count` has left the run: their process may go.
     pub fn left(&self, first: u32, count: u32) -> bool {
-        let end = (first as usize + count as usize).min(self.slots.len());
-        let slots = self.slots.get(first as usize..end).unwrap_or_default();
-        !slots.is_empty() && slots.iter().all(|s| matches!(s.state, State::Left))
+        let mut slots = self.slots.range(first..first.saturating_add(count)).map(|(_, s)| s).peekable();
+        slots.peek().is_some() && slots.all(|s| matches!(s.state, State::Left))
     }
 
     /// Ends the run as `outcome` once every worker has finished. A stop whose snapshot holds no
@@ -774,9 +795,9 @@ impl Coordinator {
             other => other,
         };
         self.ending.get_or_insert(outcome);
-        for (w, slot) in self.slots.iter().enumerate() {
+        for (&w, slot) in &self.slots {
             if matches!(slot.state, State::Running | State::Paused { .. }) {
-                self.outbox.push_back((w as u32, PeerMsg::Finish));
+                self.outbox.push_back((w, PeerMsg::Finish));
             }
         }
         self.check_finished();
@@ -822,14 +843,14 @@ impl Coordinator {
     /// runs.
     fn paused_counts(&self) -> Option<(u64, u64)> {
         let (mut sent, mut received) = (0, 0);
-        for slot in &self.slots {
+        for slot in self.slots.values() {
             match &slot.state {
                 State::Running => return None,
                 State::Paused { sent: s, received: r, .. } => {
                     sent += s;
                     received += r + slot.late_messages;
                 }
-                State::Finished | State::Gone | State::Left => {}
+                State::Finished | State::Left => {}
             }
         }
         Some((sent, received))
@@ -854,7 +875,7 @@ impl Coordinator {
             return;
         }
         let live: BTreeSet<u32> =
-            (0..self.slots.len() as u32).filter(|&w| matches!(self.slots[w as usize].state, State::Running)).collect();
+            self.slots.iter().filter(|(_, s)| matches!(s.state, State::Running)).map(|(&w, _)| w).collect();
         let Some(waves) = self.waves.as_mut() else { return };
         if wave != waves.number {
             return;
@@ -869,7 +890,7 @@ impl Coordinator {
         let current: BTreeMap<u32, Counts> =
             waves.current.take().expect("checked").into_iter().filter(|(w, _)| live.contains(w)).collect();
         // Counts taken before a worker acted on the coordinator's last order may miss work it got.
-        let obeyed = current.iter().all(|(&w, c)| c.orders == self.slots[w as usize].orders);
+        let obeyed = current.iter().all(|(w, c)| self.slots.get(w).is_some_and(|s| c.orders == s.orders));
         let idle = obeyed && current.values().all(|c| c.idle);
         let sent = current.values().map(|c| c.sent).sum::<u64>();
         let received = current.values().map(|c| c.received).sum::<u64>();
@@ -914,8 +935,8 @@ impl Coordinator {
     }
 
     /// Records that worker `w` has `nodes` on its stack.
-    fn set_stack(&mut self, w: usize, nodes: u64) {
-        let slot = &mut self.slots[w];
+    fn set_stack(&mut self, w: u32, nodes: u64) {
+        let Some(slot) = self.slots.get_mut(&w) else { return };
         self.stacked = self.stacked - slot.stack + nodes;
         slot.stack = nodes;
         self.peak = self.peak.max(self.stacked as usize);
@@ -959,15 +980,15 @@ impl RunView for Coordinator {
 
     /// The workers taking part, those done at the end included (the history's last row).
     fn workers(&self) -> usize {
-        self.slots.iter().filter(|s| s.live()).count()
+        self.slots.values().filter(|s| s.live()).count()
     }
 
     fn busy_workers(&self) -> usize {
-        self.slots.iter().filter(|s| s.stack > 0).count()
+        self.slots.values().filter(|s| s.stack > 0).count()
     }
 
     fn workers_seen(&self) -> u64 {
-        self.slots.len() as u64
+        u64::from(self.next_worker)
     }
 
     fn budget(&self) -> Option<&BudgetController> {
@@ -992,5 +1013,57 @@ impl RunView for Coordinator {
 
     fn job_sizes(&self) -> &[u64] {
         &[]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bts_protocol::NodeBytes;
+
+    fn node() -> Returned {
+        Returned { depth: 0, node: NodeBytes::from_slice(b"n") }
+    }
+
+    /// A long run that remote processes join and leave again and again (lost, or leaving when
+    /// told to stop) keeps slots for the workers taking part only: it kept one for every worker
+    /// that ever joined, a little memory and a longer look at each termination wave every time.
+    #[test]
+    fn workers_gone_for_good_leave_no_slot_behind() {
+        let mut c =
+            Coordinator::new(0, Totals::default(), None, Vec::new()).distributed(Some(StartPlan::Root(node())), 100);
+        for i in 0..1000u32 {
+            let first = c.add_workers(1);
+            if i % 2 == 0 {
+                // Lost: its connection closed; the rollback completes at once (no one else to reset).
+                c.remove_workers(first, 1);
+                assert!(c.reset_complete().is_some());
+            } else {
+                // Told to stop: it asks to leave, pauses, hands its stack over and finishes.
+                c.leave(first, 1);
+                let progress = Progress::default();
+                let (sent, received, pieces, moved) = (0, 0, 0, 1);
+                c.handle(PollReport::Paused {
+                    worker: first,
+                    stack: vec![node()],
+                    progress,
+                    sent,
+                    received,
+                    pieces,
+                    moved,
+                });
+                assert_eq!(c.pause_complete(), Some(PauseFor::Leave));
+                c.resume();
+                assert!(c.left(first, 1), "its process may go");
+                let jobs = c.totals().jobs;
+                c.handle(PollReport::Finished { worker: first, progress: Progress::default(), pieces: 1, moved: 0 });
+                assert_eq!(c.totals().jobs, jobs + 1, "a leaver's last word still counts");
+            }
+            while c.poll_send().is_some() {}
+        }
+        assert!(c.slots.len() <= 1, "{} slots kept for 1000 workers gone", c.slots.len());
+        assert_eq!(c.workers_seen(), 1000);
+        assert_eq!(c.workers(), 0);
+        assert_eq!(c.outcome(), None, "the run goes on: the next process to join gets its nodes");
     }
 }
