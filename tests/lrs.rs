@@ -863,17 +863,18 @@ fn a_full_tmp_is_named_when_lrs_fails_on_it() {
         return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let file = dir.path().join("cyclic.ext");
     // Large enough numbers that lrs 7.1 restarts in 128 bits, through a file in /tmp.
-    std::fs::write(&file, cyclic(8, 20)).unwrap();
-    let script = format!(
-        "mount -t tmpfs -o size=16k tmpfs /tmp && head -c 65536 /dev/zero > /tmp/fill; \
-         TMPDIR={} {} run --count-only lrs {}",
-        dir.path().display(),
-        env!("CARGO_BIN_EXE_bts"),
-        file.display()
-    );
-    let o = match Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", &script]).output() {
+    std::fs::write(dir.path().join("cyclic.ext"), cyclic(8, 20)).unwrap();
+    // The build may lie in /tmp, which the tmpfs hides: bts and its input are reached through the
+    // working folder, which stays on the file system below.
+    std::fs::copy(env!("CARGO_BIN_EXE_bts"), dir.path().join("bts")).unwrap();
+    let script = "mount -t tmpfs -o size=16k tmpfs /tmp && head -c 65536 /dev/zero > /tmp/fill 2>/dev/null; \
+                  TMPDIR=. ./bts run --count-only lrs cyclic.ext";
+    let unshare = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script])
+        .current_dir(dir.path())
+        .output();
+    let o = match unshare {
         Ok(o) if !String::from_utf8_lossy(&o.stderr).contains("unshare:") => o,
         _ => return eprintln!("skipped: no private mount namespace here"),
     };
