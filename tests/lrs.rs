@@ -865,11 +865,12 @@ fn a_full_tmp_is_named_when_lrs_fails_on_it() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     // Large enough numbers that lrs 7.1 restarts in 128 bits, through a file in /tmp.
     std::fs::write(dir.path().join("cyclic.ext"), cyclic(8, 20)).unwrap();
-    // The build may lie in /tmp, which the tmpfs hides: bts and its input are reached through the
-    // working folder, which stays on the file system below.
+    // The build may lie in /tmp, which the tmpfs hides: bts, its input and its job files are
+    // reached through /mnt, where the test's folder is bound (in the namespace only).
     std::fs::copy(env!("CARGO_BIN_EXE_bts"), dir.path().join("bts")).unwrap();
-    let script = "mount -t tmpfs -o size=16k tmpfs /tmp && head -c 65536 /dev/zero > /tmp/fill 2>/dev/null; \
-                  TMPDIR=. ./bts run --count-only lrs cyclic.ext";
+    let script = "mount --bind . /mnt && mount -t tmpfs -o size=16k tmpfs /tmp && \
+                  head -c 65536 /dev/zero > /tmp/fill 2>/dev/null; \
+                  cd /mnt && TMPDIR=/mnt ./bts run --count-only lrs cyclic.ext";
     let unshare = Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", script])
         .current_dir(dir.path())
