@@ -600,6 +600,9 @@ pub fn drive_polling(
     let now = Instant::now();
     let mut timers = Timers::new(options, now);
     let mut processes: BTreeMap<u64, Process> = BTreeMap::new();
+    // Processes whose workers left, told to finish: their slots go with their last word, or with
+    // their connection if it closes first.
+    let mut leavers: BTreeMap<u64, (u32, u32)> = BTreeMap::new();
     let mut next_wave = routes.local_counts.map(|_| now + WAVE_EVERY);
     // The output's length: a rollback cuts it back only if records were written since the snapshot.
     let mut written = coordinator.totals().output_bytes;
@@ -646,9 +649,16 @@ pub fn drive_polling(
                     coordinator.resume();
                     // Processes whose workers all left go once told to finish.
                     deliver_all(coordinator, routes, &processes);
-                    let before = processes.len();
-                    processes.retain(|_, p| !coordinator.left(p.first, p.count));
-                    if processes.len() < before {
+                    let gone: Vec<u64> = processes
+                        .iter()
+                        .filter(|(_, p)| coordinator.left(p.first, p.count))
+                        .map(|(&id, _)| id)
+                        .collect();
+                    for id in &gone {
+                        let p = processes.remove(id).expect("listed");
+                        leavers.insert(*id, (p.first, p.count));
+                    }
+                    if !gone.is_empty() {
                         announce_peers(routes, &processes);
                     }
                 }
@@ -747,6 +757,8 @@ pub fn drive_polling(
                 if let Some(p) = processes.remove(&process) {
                     coordinator.remove_workers(p.first, p.count);
                     announce_peers(routes, &processes);
+                } else if let Some((first, count)) = leavers.remove(&process) {
+                    coordinator.remove_workers(first, count);
                 }
             }
             Event::Counts { wave, counts, .. } => coordinator.wave_counts(wave, counts),

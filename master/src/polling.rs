@@ -1055,13 +1055,20 @@ mod tests {
                 assert_eq!(c.pause_complete(), Some(PauseFor::Leave));
                 c.resume();
                 assert!(c.left(first, 1), "its process may go");
-                let jobs = c.totals().jobs;
-                c.handle(PollReport::Finished { worker: first, progress: Progress::default(), pieces: 1, moved: 0 });
-                assert_eq!(c.totals().jobs, jobs + 1, "a leaver's last word still counts");
+                if i % 4 == 1 {
+                    let jobs = c.totals().jobs;
+                    let finished =
+                        PollReport::Finished { worker: first, progress: Progress::default(), pieces: 1, moved: 0 };
+                    c.handle(finished);
+                    assert_eq!(c.totals().jobs, jobs + 1, "a leaver's last word still counts");
+                } else {
+                    // Its connection closed before its last word (the driver passes that on).
+                    c.remove_workers(first, 1);
+                }
             }
             while c.poll_send().is_some() {}
         }
-        assert!(c.slots.len() <= 1, "{} slots kept for 1000 workers gone", c.slots.len());
+        assert!(c.slots.is_empty(), "{} slots kept for 1000 workers gone", c.slots.len());
         assert_eq!(c.workers_seen(), 1000);
         assert_eq!(c.workers(), 0);
         assert_eq!(c.outcome(), None, "the run goes on: the next process to join gets its nodes");
