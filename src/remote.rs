@@ -62,20 +62,25 @@ pub fn announced() -> bool {
     ANNOUNCED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
-/// Raises this process's soft limit of open files to its hard limit: every worker's connection holds
-/// two descriptors, and the usual soft limit of 1,024 would refuse workers long before the master's
-/// connection slots are full.
-fn raise_open_files_limit() {
+/// Raises this process's soft limit of open files towards `to`, within its hard limit, if it is
+/// below `if_below`: the soft limit then, or None if it cannot be read.
+pub(crate) fn raise_open_files_limit(if_below: libc::rlim_t, to: libc::rlim_t) -> Option<libc::rlim_t> {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit and setrlimit read and write one valid rlimit.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                tracing::debug!("cannot raise the limit of open files: {}", std::io::Error::last_os_error());
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return None;
+        }
+        let wanted = limit.rlim_max.min(to);
+        if limit.rlim_cur < wanted && limit.rlim_cur < if_below {
+            let raised = libc::rlimit { rlim_cur: wanted, rlim_max: limit.rlim_max };
+            match libc::setrlimit(libc::RLIMIT_NOFILE, &raised) {
+                0 => limit = raised,
+                _ => tracing::debug!("cannot raise the limit of open files: {}", std::io::Error::last_os_error()),
             }
         }
     }
+    Some(limit.rlim_cur)
 }
 
 /// True if every address `address` stands for is a loopback one.
@@ -113,7 +118,9 @@ pub fn serve(
         // Whatever an earlier run left there is not this run's address.
         let _ = std::fs::remove_file(file);
     }
-    raise_open_files_limit();
+    // Every worker's connection holds two descriptors, and the usual soft limit of 1,024 would
+    // refuse workers long before the master's connection slots are full.
+    raise_open_files_limit(libc::RLIM_INFINITY, libc::RLIM_INFINITY);
     let timeout = listen.worker_timeout;
     let config = NetConfig {
         token: listen.token.clone(),

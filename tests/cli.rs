@@ -47,13 +47,9 @@ fn an_unlimited_first_budget_on_many_workers_is_warned_of() {
 /// deep inside, leaving an empty output file); a low soft limit under a higher hard one is raised.
 #[test]
 fn too_low_a_limit_of_open_files_is_refused_clearly() {
-    use std::os::unix::process::CommandExt;
-    let dir = tempfile::tempdir().unwrap();
-    let output = dir.path().join("out.txt");
-    for (soft, hard, refused) in [(10, 10, true), (10, 4096, false)] {
-        let mut command = bts_command();
-        command.args(["run", "--output"]).arg(&output).args(["--checkpoint"]).arg(dir.path().join("run.ckpt"));
-        command.args(["queens", "--n", "8"]);
+    /// `command`, run with a limit of open files of `soft` under `hard`.
+    fn limited(command: &mut Command, soft: u64, hard: u64) -> &mut Command {
+        use std::os::unix::process::CommandExt;
         // SAFETY: only setrlimit runs between fork and exec.
         unsafe {
             command.pre_exec(move || {
@@ -62,9 +58,16 @@ fn too_low_a_limit_of_open_files_is_refused_clearly() {
                     0 => Ok(()),
                     _ => Err(std::io::Error::last_os_error()),
                 }
-            });
+            })
         }
-        let o = command.output().unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out.txt");
+    for (soft, hard, refused) in [(10, 10, true), (10, 4096, false)] {
+        let mut command = bts_command();
+        command.args(["run", "--output"]).arg(&output).args(["--checkpoint"]).arg(dir.path().join("run.ckpt"));
+        command.args(["queens", "--n", "8"]);
+        let o = limited(&mut command, soft, hard).output().unwrap();
         if refused {
             assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
             assert!(stderr(&o).contains("may open only 10 files at once (ulimit -n)"), "{}", stderr(&o));
@@ -74,17 +77,7 @@ fn too_low_a_limit_of_open_files_is_refused_clearly() {
             let mut command = bts_command();
             command.args(["run", "--rendezvous"]).arg(&rendezvous).args(["queens", "--n", "8"]);
             command.env("OMPI_COMM_WORLD_RANK", "0").env("PMIX_NAMESPACE", "bts-test-launch");
-            // SAFETY: as above.
-            unsafe {
-                command.pre_exec(move || {
-                    let limit = libc::rlimit { rlim_cur: soft, rlim_max: hard };
-                    match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
-                        0 => Ok(()),
-                        _ => Err(std::io::Error::last_os_error()),
-                    }
-                });
-            }
-            let o = command.output().unwrap();
+            let o = limited(&mut command, soft, hard).output().unwrap();
             assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
             let said = std::fs::read_to_string(&rendezvous).unwrap();
             assert!(said.contains("failed") && said.contains("ulimit -n"), "{said}");

@@ -643,9 +643,8 @@ pub(crate) fn with_retries(
             }
             Err(f) if attempts < retries && !f.beyond_retry => return Err(given_up(job, node, &f, attempts + 1)),
             Err(f) => {
-                let tries = attempts + 1;
-                let tries = format!("after {tries} attempt{}", if tries > 1 { "s" } else { "" });
-                return Err(JobFailure { id: job.id, node, message: f.message(&tries), given_up: false });
+                let message = f.message(&after(attempts + 1, ""));
+                return Err(JobFailure { id: job.id, node, message, given_up: false });
             }
         }
     }
@@ -654,11 +653,13 @@ pub(crate) fn with_retries(
 /// A job given up after `tries` attempts only because the run or its worker stops: it goes back
 /// to the list.
 fn given_up(job: &Job, node: String, f: &Failure, tries: u32) -> JobFailure {
-    let tries = format!(
-        "after {tries} attempt{}, not tried again as the run or its worker stops",
-        if tries > 1 { "s" } else { "" }
-    );
-    JobFailure { id: job.id, node, message: f.message(&tries), given_up: true }
+    let message = f.message(&after(tries, ", not tried again as the run or its worker stops"));
+    JobFailure { id: job.id, node, message, given_up: true }
+}
+
+/// "after N attempts", and why no more were made.
+fn after(tries: u32, why: &str) -> String {
+    format!("after {tries} attempt{}{why}", if tries > 1 { "s" } else { "" })
 }
 
 /// The pause before the `n`th retry of a failure, doubling each time: a program that could not

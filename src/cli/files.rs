@@ -24,10 +24,11 @@ pub fn typed(path: &Path) -> String {
     bts_protocol::shell_word(&path.to_string_lossy()).into_owned()
 }
 
-/// A checkpoint's path, absolute, and the file a symbolic link names rather than the link: a save
-/// renames a new file over the path, which would replace the link (leaving the file it names
-/// stale), and the lock beside it must be the file's, whichever name a run is given.
-pub fn checkpoint_path(path: &Path) -> PathBuf {
+/// A path, absolute, and the file a symbolic link names rather than the link: where a run writes
+/// a file given by a link. A checkpoint's save renames a new file over the path, which would
+/// replace the link (leaving the file it names stale), and the lock beside it must be the file's,
+/// whichever name a run is given.
+pub fn link_target(path: &Path) -> PathBuf {
     let mut path = absolute(path);
     // A link to a checkpoint not yet written names no file yet: follow it by hand (a chain too,
     // but not a loop).
@@ -158,7 +159,7 @@ pub fn check(
     }
     // These are replaced by a new file, made beside them (through a link, where it points).
     for (option, path) in atomic.iter().filter_map(|&(option, path)| Some((option, path?))) {
-        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let path = link_target(path);
         check_folder(&path).map_err(|e| CliError::usage(format!("cannot write {option} {}: {e}", path.display())))?;
     }
     // The run replaces these files as it starts and removes an address file as it ends: anything
@@ -249,14 +250,8 @@ pub fn standard_stream(path: &Path) -> Option<i32> {
 
 /// Whether `path` can be written, without creating or changing it.
 fn check_writable(path: &Path) -> io::Result<()> {
-    let mut path = path.to_path_buf();
-    // A dangling link makes the file where it points.
-    for _ in 0..40 {
-        match (std::fs::metadata(&path), std::fs::read_link(&path)) {
-            (Err(_), Ok(target)) => path = path.parent().map_or(target.clone(), |folder| folder.join(&target)),
-            _ => break,
-        }
-    }
+    // A link, even a dangling one, makes the file where it points.
+    let path = link_target(path);
     match std::fs::metadata(&path) {
         Ok(m) if m.is_file() => return OpenOptions::new().write(true).open(&path).map(drop),
         Ok(m) if m.is_dir() => {

@@ -89,35 +89,22 @@ pub(crate) fn say_error(e: CliError) -> Exit {
 
 /// The fewest open files a run may be limited to: its runtime, signals, files and locks take about
 /// 20 before any connection or program.
-const MIN_OPEN_FILES: u64 = 64;
+const MIN_OPEN_FILES: libc::rlim_t = 64;
 
 /// What a low soft limit of open files is raised to, where the hard limit allows: a shell's usual
 /// default, room for workers with programs of their own.
-const RAISED_OPEN_FILES: u64 = 1024;
+const RAISED_OPEN_FILES: libc::rlim_t = 1024;
 
 /// Refuses a limit of open files (`ulimit -n`) too low for a run to start, which would otherwise
-/// fail deep inside it; raises a low soft limit towards the hard one first.
+/// fail deep inside it; raises a lower soft limit towards the hard one first.
 pub(crate) fn enough_open_files() -> Result<(), CliError> {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit and setrlimit read and write one valid rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= MIN_OPEN_FILES as libc::rlim_t {
-            return Ok(());
-        }
-        if limit.rlim_max >= MIN_OPEN_FILES as libc::rlim_t {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max.min(RAISED_OPEN_FILES as libc::rlim_t),
-                rlim_max: limit.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                return Ok(());
-            }
-        }
+    let Some(soft) = crate::remote::raise_open_files_limit(MIN_OPEN_FILES, RAISED_OPEN_FILES) else { return Ok(()) };
+    match soft >= MIN_OPEN_FILES {
+        true => Ok(()),
+        false => Err(CliError::usage(format!(
+            "this process may open only {soft} files at once (ulimit -n): bts needs at least {MIN_OPEN_FILES}"
+        ))),
     }
-    Err(CliError::usage(format!(
-        "this process may open only {} files at once (ulimit -n): bts needs at least {MIN_OPEN_FILES}",
-        limit.rlim_cur
-    )))
 }
 
 /// Warns when this process may run on fewer CPUs than it has search threads, by the CPU affinity a

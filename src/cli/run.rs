@@ -166,7 +166,7 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
 /// `bts resume` of a master.
 fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exit, CliError> {
     // Through a symbolic link, the run carries on in the file it names.
-    let target = path.is_symlink().then(|| files::checkpoint_path(path));
+    let target = path.is_symlink().then(|| files::link_target(path));
     let path = target.as_deref().unwrap_or(path);
     let identity = file_identity(path);
     let mut checkpoint = bts_checkpoints::load(path)
@@ -197,7 +197,7 @@ fn resume_master(registry: &Registry, path: &Path, args: &RunArgs) -> Result<Exi
     }
     // The run carries on in the file it was resumed from (a copy of a run carries on in the copy).
     let resumed_in_place = options.checkpoint.is_none();
-    let written = options.checkpoint.get_or_insert_with(|| files::checkpoint_path(path)).clone();
+    let written = options.checkpoint.get_or_insert_with(|| files::link_target(path)).clone();
     if let Some(b) = args.budget.budget.filter(|_| !checkpoint.is_complete()) {
         checkpoint.budget.base = b;
     }
@@ -740,7 +740,7 @@ fn run_options(args: &RunArgs, resuming: Option<&Checkpoint>) -> Result<RunOptio
         ));
     }
     // When resuming without --checkpoint, the caller names the file resumed from.
-    let checkpoint = args.stopping.checkpoint.as_deref().map(files::checkpoint_path);
+    let checkpoint = args.stopping.checkpoint.as_deref().map(files::link_target);
     // Checkpoints hold usable seconds only (bts_checkpoints checks them when loading).
     let stored_every = stored.and_then(|s| s.checkpoint_every).map(Duration::from_secs_f64);
     let every = args.stopping.checkpoint_every.or(stored_every);
