@@ -182,6 +182,21 @@ fn signal_name(signal: libc::c_int) -> String {
     }
 }
 
+/// Has a write past the limit of file sizes (`ulimit -f`) fail with `EFBIG`, which the run reports
+/// and stops on with its checkpoint, where SIGXFSZ's default killed bts without a word. A handler
+/// rather than `SIG_IGN`: the programs bts starts get the default back at `exec`.
+pub(crate) fn survive_file_size_limit() {
+    extern "C" fn nothing(_: libc::c_int) {}
+    // SAFETY: installs a handler that does nothing, which is async-signal-safe.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGXFSZ, &action, std::ptr::null_mut());
+    }
+}
+
 /// Whether `signal` is ignored (`SIG_IGN`), as `nohup` leaves SIGHUP for the programs it starts.
 fn ignored(signal: libc::c_int) -> bool {
     // SAFETY: a null new action only reads the current one into `old`.

@@ -43,31 +43,57 @@ fn an_unlimited_first_budget_on_many_workers_is_warned_of() {
     }
 }
 
+/// `command`, run with a limit on `resource` of `soft` under `hard`.
+fn limited(command: &mut Command, resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only setrlimit runs between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+            match libc::setrlimit(resource, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        })
+    }
+}
+
+/// An output file that reaches the limit of file sizes (`ulimit -f`) stops the run with a message
+/// and its checkpoint (SIGXFSZ killed bts without a word); the resume, without the limit, writes
+/// every record once (queens 12 has 14,200 solutions, OEIS A000170).
+#[test]
+fn the_limit_of_file_sizes_stops_a_run_that_can_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let (output, checkpoint) = (dir.path().join("out.txt"), dir.path().join("run.ckpt"));
+    let mut command = bts_command();
+    command.args(["run", "--workers", "2", "--output"]).arg(&output).arg("--checkpoint").arg(&checkpoint);
+    command.args(["queens", "--n", "12"]);
+    let o = limited(&mut command, libc::RLIMIT_FSIZE, 100 << 10, libc::RLIM_INFINITY).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot write the output file") && stderr(&o).contains("File too large"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("bts resume"), "{}", stderr(&o));
+    let o = bts_command().arg("resume").arg(&checkpoint).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&output).unwrap();
+    let records: std::collections::HashSet<&str> = text.lines().collect();
+    assert_eq!((text.lines().count(), records.len()), (14_200, 14_200));
+}
+
 /// A limit of open files too low for a run is refused before anything is written (it panicked
 /// deep inside, leaving an empty output file); a low soft limit under a higher hard one is raised.
 #[test]
 fn too_low_a_limit_of_open_files_is_refused_clearly() {
-    /// `command`, run with a limit of open files of `soft` under `hard`.
-    fn limited(command: &mut Command, soft: u64, hard: u64) -> &mut Command {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: only setrlimit runs between fork and exec.
-        unsafe {
-            command.pre_exec(move || {
-                let limit = libc::rlimit { rlim_cur: soft, rlim_max: hard };
-                match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
-                    0 => Ok(()),
-                    _ => Err(std::io::Error::last_os_error()),
-                }
-            })
-        }
-    }
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("out.txt");
     for (soft, hard, refused) in [(10, 10, true), (10, 4096, false)] {
         let mut command = bts_command();
         command.args(["run", "--output"]).arg(&output).args(["--checkpoint"]).arg(dir.path().join("run.ckpt"));
         command.args(["queens", "--n", "8"]);
-        let o = limited(&mut command, soft, hard).output().unwrap();
+        let o = limited(&mut command, libc::RLIMIT_NOFILE, soft, hard).output().unwrap();
         if refused {
             assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
             assert!(stderr(&o).contains("may open only 10 files at once (ulimit -n)"), "{}", stderr(&o));
@@ -77,7 +103,7 @@ fn too_low_a_limit_of_open_files_is_refused_clearly() {
             let mut command = bts_command();
             command.args(["run", "--rendezvous"]).arg(&rendezvous).args(["queens", "--n", "8"]);
             command.env("OMPI_COMM_WORLD_RANK", "0").env("PMIX_NAMESPACE", "bts-test-launch");
-            let o = limited(&mut command, soft, hard).output().unwrap();
+            let o = limited(&mut command, libc::RLIMIT_NOFILE, soft, hard).output().unwrap();
             assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
             let said = std::fs::read_to_string(&rendezvous).unwrap();
             assert!(said.contains("failed") && said.contains("ulimit -n"), "{said}");

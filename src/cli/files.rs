@@ -281,9 +281,11 @@ fn check_folder(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Whether `e` is a disk full or failing: no fault of the command line (exit 1, not 2).
+/// Whether `e` is a disk full or failing, or a file at its size limit: no fault of the command line
+/// (exit 1, not 2).
 pub fn disk_trouble(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded) || e.raw_os_error() == Some(libc::EIO)
+    matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded | io::ErrorKind::FileTooLarge)
+        || e.raw_os_error() == Some(libc::EIO)
 }
 
 /// Whether this process may `mode` (`W_OK`, and `X_OK` to make a file in a folder) `path`, as its

@@ -65,6 +65,7 @@ pub fn main_with(registry: Registry) -> ! {
     // A panic in a tree fails its job, which reports it with where it happened: printed by the
     // default hook as well, it was said three times.
     bts_worker::quiet_caught_panics();
+    crate::signals::survive_file_size_limit();
     let exit = run(&registry, std::env::args_os());
     // Threads still running jobs (the progress estimate's, a run quit at once) die with the
     // process; the programs they started must not outlive it.
