@@ -648,7 +648,7 @@ fn finished(
     let elapsed = Duration::from_secs_f64(saver.final_elapsed_s.get().unwrap_or(elapsed_s));
     let mut summary = Summary::new(&saver.tree.command_line(), &outcome, run, elapsed, segments);
     summary.tree_totals = searcher.counters().map(|c| TreeTotals::new(c, &run.totals().counters));
-    summary.best = BestSummary::of(searcher.optimises(), run.totals());
+    summary.best = BestSummary::of(searcher.optimises(), run.totals(), run.searched_all());
     summary.target = saver.options.scheduler.optimum.target;
     summary.mixed_modes = saver.before.mixed_modes;
     if saver.options.count_only {

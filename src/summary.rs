@@ -75,6 +75,9 @@ pub struct BestSummary {
     /// Cuts by the bound: each cut a subtree, or with bounds that descend the rest of a node's
     /// children (what the trees and programs count, not the nodes the subtrees held).
     pub pruned: u64,
+    /// The search finished: the value is the optimum (a failed run's too, when only its records
+    /// could not be written).
+    pub proven: bool,
     /// Always true: when the incumbent improves depends on timing, so node counts vary between
     /// runs (the optimum does not).
     pub counts_vary: bool,
@@ -82,7 +85,7 @@ pub struct BestSummary {
 
 impl BestSummary {
     /// The summary's `best` entry: `None` for a plain enumeration.
-    pub fn of(optimises: bool, totals: &Totals) -> Option<Option<BestSummary>> {
+    pub fn of(optimises: bool, totals: &Totals, proven: bool) -> Option<Option<BestSummary>> {
         optimises.then(|| {
             totals.best.as_ref().map(|b| {
                 let records: Vec<String> = b.records.iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect();
@@ -91,6 +94,7 @@ impl BestSummary {
                     record: records.first().cloned().unwrap_or_default(),
                     records,
                     pruned: totals.pruned,
+                    proven,
                     counts_vary: true,
                 }
             })
@@ -246,12 +250,17 @@ impl Summary {
                     plural(b.pruned, "cuts")
                 );
                 // A run that did not finish writes no record: the best it found is here.
-                if !self.complete && self.outcome != "target" {
-                    let more = match b.records.len() {
-                        1 => String::new(),
-                        n => format!(" (1 of {n}; --summary-json has them all)"),
-                    };
+                let more = match b.records.len() {
+                    1 => String::new(),
+                    n => format!(" (1 of {n}; --summary-json has them all)"),
+                };
+                if !b.proven && self.outcome != "target" {
                     line += &format!("bts: the best so far, not proven optimal{more}: {}\n", b.record);
+                } else if !self.complete && self.outcome != "target" {
+                    line += &format!(
+                        "bts: the search finished, this is the optimum, but the output did not take it{more}: {}\n",
+                        b.record
+                    );
                 }
                 line
             }

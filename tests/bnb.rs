@@ -413,6 +413,7 @@ fn the_summary_has_a_best_object_and_the_record_is_the_output() {
     assert_eq!(s["best"]["record"], "value=13 weight=10 items=0,2,3");
     assert_eq!(s["outputs"], 1);
     assert_eq!(s["best"]["counts_vary"], true);
+    assert_eq!(s["best"]["proven"], true);
     assert!(stderr(&o).contains("best value 13"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("best so far"), "{}", stderr(&o));
 }
@@ -452,6 +453,35 @@ fn a_stopped_branch_and_bound_writes_its_best_so_far() {
     let text = std::fs::read_to_string(&out).unwrap();
     assert_eq!(text.lines().count(), 1, "{text}");
     assert!(text.starts_with(&format!("value={optimum} ")), "{text}");
+}
+
+/// A search that finished but whose record the output could not take (a full disk, here
+/// /dev/full) fails, yet says its value is the optimum, and so does `best.proven`; a stopped run's
+/// best is not proven.
+#[test]
+fn a_finished_search_whose_record_cannot_be_written_still_gives_its_optimum() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, optimum) = hard_knapsack(&dir, 24, 40);
+    let json = dir.path().join("summary.json");
+    for mode in ["budget", "polling"] {
+        let mut command = bts_command();
+        command.args(["run", "--workers", "2", "--mode", mode, "--summary-json"]).arg(&json);
+        command.args(["knapsack", "--file", &file]);
+        let o = command.stdout(std::fs::File::create("/dev/full").unwrap()).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{mode}: {}", stderr(&o));
+        let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(
+            (s["outcome"].as_str(), s["best"]["value"].as_i64(), s["best"]["proven"].as_bool()),
+            (Some("failed"), Some(optimum), Some(true)),
+            "{mode}"
+        );
+        let record = s["best"]["record"].as_str().unwrap();
+        let said = format!("bts: the search finished, this is the optimum, but the output did not take it: {record}\n");
+        assert!(stderr(&o).contains(&said), "{mode}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("not proven optimal"), "{mode}: {}", stderr(&o));
+    }
+    let o = bts(&["run", "--workers", "2", "--node-limit", "100", "--summary-json", "-", "knapsack", "--file", &file]);
+    assert_eq!((o.status.code(), summary(&o)["best"]["proven"].as_bool()), (Some(3), Some(false)), "{}", stderr(&o));
 }
 
 /// The progress display shows the best value found so far.

@@ -978,6 +978,10 @@ impl RunView for Coordinator {
         0
     }
 
+    fn searched_all(&self) -> bool {
+        self.outcome == Some(Outcome::Complete)
+    }
+
     /// The workers taking part, those done at the end included (the history's last row).
     fn workers(&self) -> usize {
         self.slots.values().filter(|s| s.live()).count()

@@ -868,6 +868,10 @@ impl crate::view::RunView for Scheduler {
         self.list.len() + self.retries.len()
     }
 
+    fn searched_all(&self) -> bool {
+        self.outcome == Some(Outcome::Complete)
+    }
+
     fn in_flight(&self) -> usize {
         self.in_flight.len()
     }

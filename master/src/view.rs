@@ -49,4 +49,8 @@ pub trait RunView {
 
     /// Nodes of each job committed since the last tick.
     fn job_sizes(&self) -> &[u64];
+
+    /// Every node was searched: the run is decided complete, its best records committed to an
+    /// output that may still fail to take them.
+    fn searched_all(&self) -> bool;
 }
