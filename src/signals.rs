@@ -95,6 +95,24 @@ pub fn leave_on_signal(leave: CancellationToken) {
     });
 }
 
+/// `bts estimate`: the first signal sets `stop` (the probes done give the estimate), a second
+/// one exits at once (status 3).
+pub(crate) fn stop_probes_on_signal(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    on_signals(move |seen, signal| {
+        if seen == 1 {
+            crate::logging::say!(
+                "bts: {}: no more probes; the estimate takes those done (signal again to quit now)",
+                signal_name(signal)
+            );
+            stop.store(true, Ordering::SeqCst);
+        } else {
+            crate::logging::say!("bts: second signal: quitting now, without an estimate");
+            bts_adapters::kill_all();
+            std::process::exit(3);
+        }
+    });
+}
+
 /// Signals delivered so far, counted in the handler itself: tokio wakes its task once for signals
 /// that come before the task runs, so two quick Ctrl-C on a busy machine would look like one.
 static DELIVERED: AtomicU32 = AtomicU32::new(0);

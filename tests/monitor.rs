@@ -26,6 +26,27 @@ fn estimates_converge_to_the_exact_size_of_queens_12() {
     assert!((nodes - exact).abs() < 0.05 * exact, "estimate {nodes}, exact {exact}");
     assert_eq!(e["probes"], 200_000);
     assert!(e["std_error"].as_f64().unwrap() > 0.0);
+    assert_eq!(e["stopped"], false);
+}
+
+/// A signal ends the probes: the estimate of those done is printed, with exit 3 (it died of the
+/// signal, and lost every probe).
+#[test]
+fn a_signal_ends_the_probes_with_the_estimate_so_far() {
+    let exact = count(&Queens::new(12)) as f64;
+    let mut command = bts_command();
+    command.args(["estimate", "--json", "--probes", "1000000000000", "queens", "--n", "12"]);
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    signal(&child, "-INT");
+    let status = wait_bounded(&mut child, std::time::Duration::from_secs(30));
+    let said = stderr_of(&mut child);
+    assert_eq!(status.code(), Some(3), "{said}");
+    assert!(said.contains("SIGINT (Ctrl-C): no more probes"), "{said}");
+    let e: Value = serde_json::from_reader(child.stdout.take().unwrap()).unwrap();
+    let nodes = e["nodes"].as_f64().unwrap();
+    assert!(e["stopped"] == true && e["probes"].as_u64() > Some(1000), "{e}");
+    assert!((nodes - exact).abs() < 0.1 * exact, "estimate {nodes}, exact {exact}");
 }
 
 /// A seed repeats an estimate to the last digit, whatever the threads (the machine's cores).

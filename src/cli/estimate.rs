@@ -55,11 +55,15 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     // that a seed repeats an estimate to the last digit whatever the threads. Probes of a legacy
     // program may take minutes: say how far they are, every few seconds.
     let (next_probe, failed) = (AtomicU64::new(0), std::sync::atomic::AtomicBool::new(false));
+    // A signal ends the probes early, the estimate taking those done.
+    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    crate::signals::stop_probes_on_signal(stopped.clone());
     let tally = Mutex::new(Tally::default());
     let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
-                let (searcher, root, tally, next_probe, failed) = (&searcher, &root, &tally, &next_probe, &failed);
+                let (searcher, root, tally, next_probe, failed, stopped) =
+                    (&searcher, &root, &tally, &next_probe, &failed, &stopped);
                 scope.spawn(move || -> Result<(), String> {
                     let mut runner = searcher.runner(RunnerSettings {
                         keep_output: false,
@@ -72,7 +76,7 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
                             return Ok(());
                         }
                         // Another thread's probe failed: the estimate is lost, so stop.
-                        if failed.load(Ordering::Relaxed) {
+                        if failed.load(Ordering::Relaxed) || stopped.load(Ordering::Relaxed) {
                             return Ok(());
                         }
                         let mut rng = SplitMix64::new(seed ^ i.wrapping_mul(0xA076_1D64_78BD_642F));
@@ -110,6 +114,11 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         r.map_err(CliError::failure)?;
     }
     let total = tally.into_inner().expect("no probing thread panicked holding it").in_order;
+    let stopped = stopped.load(Ordering::SeqCst);
+    if total.probes == 0 {
+        // Stopped before the first probe came back.
+        return Err(CliError { exit: Exit::Stopped, message: "stopped before any probe finished: no estimate".into() });
+    }
 
     let se = total.std_error();
     let relative = if total.mean > 0.0 { se / total.mean } else { 0.0 };
@@ -124,18 +133,20 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
             "largest_probe": total.max,
             "tree": spec.command_line(),
             "seed": seed,
+            "stopped": stopped,
         });
         super::print_out(format_args!("{report}\n"))?;
     } else {
         let error = match total.probes {
             1 => "one probe gives no standard error".to_string(),
-            _ => format!("standard error {se:.0}, {:.2}%", 100.0 * relative),
+            _ => format!("standard error {}, {:.2}%", three_digits(se), 100.0 * relative),
         };
         let (mean, probes) = (total.mean, total.probes);
         let probes_word = if probes == 1 { "probe" } else { "probes" };
         let mut text = format!(
-            "{}: about {mean:.0} nodes ({error}) from {probes} {probes_word} (--probe-seed {seed} repeats them)\n",
-            spec.command_line()
+            "{}: about {} nodes ({error}) from {probes} {probes_word} (--probe-seed {seed} repeats them)\n",
+            spec.command_line(),
+            three_digits(mean)
         );
         if (2..10).contains(&probes) {
             // One probe of two carries half the sum, whatever the tree: too few to judge it.
@@ -148,9 +159,20 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
                 100.0 * largest_share
             );
         }
+        if stopped {
+            text += &format!("Stopped by a signal after {probes} of {} probes.\n", args.probes);
+        }
         super::print_out(text)?;
     }
-    Ok(Exit::Complete)
+    Ok(if stopped { Exit::Stopped } else { Exit::Complete })
+}
+
+/// `x` to the unit, or to three significant digits below 100 (a standard error of 0.4 is not 0).
+fn three_digits(x: f64) -> String {
+    match x.abs() {
+        a if a >= 100.0 || a == 0.0 || !a.is_finite() => format!("{x:.0}"),
+        a => format!("{x:.*}", (2 - a.log10().floor() as i32).clamp(0, 6) as usize),
+    }
 }
 
 /// The probes' estimates, taken in the probes' order as they come in from the threads.
@@ -171,5 +193,14 @@ impl Tally {
         while let Some(e) = self.ahead.remove(&self.in_order.probes) {
             self.in_order.add(e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn small_numbers_keep_three_significant_digits() {
+        let shown: Vec<String> = [0.0, 0.4137, 5.678, 12.34, 99.94, 123.4, 1e9].map(super::three_digits).into();
+        assert_eq!(shown, ["0", "0.414", "5.68", "12.3", "99.9", "123", "1000000000"]);
     }
 }
