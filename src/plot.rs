@@ -194,6 +194,9 @@ pub fn plot(history: &History, title: &str, out: &Path) -> Result<(), PlotError>
     if let Some(folder) = out.parent().filter(|f| !f.as_os_str().is_empty() && !f.is_dir()) {
         return Err(PlotError::Usage(format!("cannot write {}: no folder {}", out.display(), folder.display())));
     }
+    if out.is_dir() {
+        return Err(PlotError::Usage(format!("cannot write {}: it is a folder", out.display())));
+    }
     register_font().map_err(PlotError::Failed)?;
     // Its extension is the plot's: the PNG encoder goes by it.
     let tmp = bts_checkpoints::temporary_path(out).with_extension(if svg { "tmp.svg" } else { "tmp.png" });

@@ -330,18 +330,21 @@ fn bad_input_is_refused_with_a_clear_message() {
     let out = out.to_str().unwrap();
     let rendezvous = dir.path().join("launch");
     let rendezvous = rendezvous.to_str().unwrap();
-    let cases: [(&[&str], &str); 73] = [
+    let cases: [(&[&str], &str); 76] = [
         (&["run", "nosuchtree"], "unknown tree 'nosuchtree'"),
+        (&["run", "--budget", "18446744073709551615", "uts"], "is the number that stands for inf: give inf"),
+        (&["run", "-v", "-q", "uts"], "the argument '--verbose...' cannot be used with '--quiet'"),
+        (&["run", "--time-limit", "1e-12", "uts"], "'1e-12' is not a number of seconds from 1e-9"),
         (&["run"], "no tree given"),
         (&["run", "--budget", "0", "uts"], "budget must be at least 1"),
         (&["run", "--budget", "lots", "uts"], "not a budget"),
         (&["run", "--workers", "two", "uts"], "--workers"),
         (&["run", "--workers", "0", "uts"], "--workers 0"),
-        (&["run", "--time-limit", "-1", "uts"], "not a positive number of seconds"),
+        (&["run", "--time-limit", "-1", "uts"], "not a number of seconds from 1e-9"),
         // A value that starts as an option would is a bad value still, not an unknown option.
         (&["run", "--budget", "-inf", "uts"], "'-inf' is not a budget"),
         (&["run", "--lmin", "-inf", "uts"], "'-inf' is not a number >= 0"),
-        (&["run", "--time-limit", "-inf", "uts"], "'-inf' is not a positive number of seconds"),
+        (&["run", "--time-limit", "-inf", "uts"], "'-inf' is not a number of seconds from 1e-9"),
         (&["run", "--output", "", "uts"], "invalid value '' for '--output <FILE>': an empty file name"),
         (&["run", "--node-limit", "0", "uts"], "--node-limit"),
         (&["run", "--scale", "1", "uts"], "--scale"),
@@ -361,14 +364,14 @@ fn bad_input_is_refused_with_a_clear_message() {
         (&["estimate", "--threads", "-1", "queens", "--n", "6"], "invalid value '-1' for '--threads <N>'"),
         (&["worker", "--connect", "127.0.0.1:9", "--threads", "-1"], "invalid value '-1' for '--threads <N>'"),
         (&["worker", "--connect", "127.0.0.1:9", "--retry", "-1"], "invalid value '-1' for '--retry <SECS>'"),
-        (&["run", "--time-limit", "5 ", "uts"], "'5 ' is not a positive number of seconds"),
+        (&["run", "--time-limit", "5 ", "uts"], "'5 ' is not a number of seconds from 1e-9"),
         // Seconds no clock can take.
-        (&["run", "--time-limit", "1e300", "uts"], "not a positive number of seconds"),
-        (&["run", "--checkpoint-every", "1e300", "uts"], "not a positive number of seconds"),
-        (&["run", "--listen", "127.0.0.1:0", "--worker-timeout", "1e300", "uts"], "not a positive number of seconds"),
+        (&["run", "--time-limit", "1e300", "uts"], "not a number of seconds from 1e-9"),
+        (&["run", "--checkpoint-every", "1e300", "uts"], "not a number of seconds from 1e-9"),
+        (&["run", "--listen", "127.0.0.1:0", "--worker-timeout", "1e300", "uts"], "not a number of seconds from 1e-9"),
         (&["worker", "--connect", "127.0.0.1:9", "--retry", "1e300"], "not a number of seconds"),
         (&["worker", "--connect", "127.0.0.1:0"], "port 0 cannot be connected to: give the port the master listens on"),
-        (&["run", "exec", "--job-timeout", "1e300", "--", "true"], "not a positive number of seconds"),
+        (&["run", "exec", "--job-timeout", "1e300", "--", "true"], "not a number of seconds from 1e-9"),
         (&["run", "--freq", "/nonexistent-dir/f.txt", "queens", "--n", "4"], "job sizes (--freq) file"),
         // Options of remote workers, without them.
         (&["run", "--worker-timeout", "3", "queens", "--n", "4"], "--worker-timeout needs --listen ADDR"),
@@ -382,7 +385,7 @@ fn bad_input_is_refused_with_a_clear_message() {
         ),
         (
             &["run", "--mode", "polling", "--listen", "127.0.0.1:0", "--snapshot-every", "0", "uts"],
-            "not a positive number of seconds",
+            "not a number of seconds from 1e-9",
         ),
         (&["run", "--token-file", "t", "queens", "--n", "4"], "--token-file needs --listen ADDR"),
         // A tree's option before the tree's name.
@@ -849,4 +852,15 @@ fn a_summary_that_could_not_be_written_is_refused_before_the_run() {
     let o = bts(&["run", "--summary-json", dir.path().to_str().unwrap(), "queens", "--n", "6"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("is a folder") && o.stdout.is_empty(), "{}", stderr(&o));
+}
+
+/// How a new run starts means nothing to a resumed one: `--initial-depth` on `bts resume` is
+/// refused (it was taken and never used), and its help does not offer it.
+#[test]
+fn resume_refuses_a_first_jobs_depth_limit() {
+    let o = bts(&["resume", "nonexistent.ckpt", "--initial-depth", "2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--initial-depth is the depth limit of a new run's first job"), "{}", stderr(&o));
+    let help = String::from_utf8_lossy(&bts(&["resume", "--help"]).stdout).into_owned();
+    assert!(help.contains("--maxd") && !help.contains("--initial-depth"), "{help}");
 }

@@ -359,8 +359,8 @@ fn programs_that_cannot_run_are_refused_before_the_run() {
         (vec!["run", "exec", "--", "/nonexistent/program"], "no such file"),
         (vec!["run", "exec", "--", "no-such-program-anywhere"], "not found on PATH"),
         (vec!["run", "exec"], "PROGRAM"),
-        (vec!["run", "exec", "--job-timeout", "0", "--", "true"], "not a positive number of seconds"),
-        (vec!["run", "exec", "--job-timeout", "1e-12", "--", "true"], "not a positive number of seconds"),
+        (vec!["run", "exec", "--job-timeout", "0", "--", "true"], "not a number of seconds from 1e-9"),
+        (vec!["run", "exec", "--job-timeout", "1e-12", "--", "true"], "not a number of seconds from 1e-9"),
     ];
     for (args, message) in cases {
         let o = bts(&args);

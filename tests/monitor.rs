@@ -329,6 +329,8 @@ fn plots_are_valid_svg_and_png() {
     assert!(stderr(&o).contains("line 3 has 10 columns where the header has 11"), "{}", stderr(&o));
     // Bad input: not a history, a picture type that is not known.
     std::fs::write(dir.path().join("bad.csv"), "a,b\n1,2\n").unwrap();
+    let folder = dir.path().join("a.svg");
+    std::fs::create_dir(&folder).unwrap();
     for (args, message) in [
         (
             vec!["plot", dir.path().join("bad.csv").to_str().unwrap(), "-o", svg.to_str().unwrap()],
@@ -341,6 +343,8 @@ fn plots_are_valid_svg_and_png() {
             vec!["plot", hist.to_str().unwrap(), "-o", "/nonexistent-dir/p.png"],
             "cannot write /nonexistent-dir/p.png: no folder",
         ),
+        // A folder named as the plot.
+        (vec!["plot", hist.to_str().unwrap(), "-o", folder.to_str().unwrap()], "it is a folder"),
         // The history as its own plot would be lost.
         (
             vec!["plot", hist.to_str().unwrap(), "-o", hist.to_str().unwrap()],

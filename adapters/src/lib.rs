@@ -74,7 +74,7 @@ pub(crate) fn positive_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         // Not so small that it makes no time at all.
         Ok(x) if x > 0.0 && x <= 1e9 && !std::time::Duration::from_secs_f64(x).is_zero() => Ok(x),
-        _ => Err(format!("'{s}' is not a positive number of seconds (at most 1e9)")),
+        _ => Err(format!("'{s}' is not a number of seconds from 1e-9 (a nanosecond) to 1e9")),
     }
 }
 

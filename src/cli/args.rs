@@ -110,7 +110,7 @@ pub struct RunArgs {
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Less log output (errors only)
-    #[arg(short = 'q', long = "quiet")]
+    #[arg(short = 'q', long = "quiet", conflicts_with = "verbose")]
     pub quiet: bool,
 }
 
@@ -186,7 +186,7 @@ pub struct EstimateArgs {
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Less log output
-    #[arg(short = 'q', long = "quiet")]
+    #[arg(short = 'q', long = "quiet", conflicts_with = "verbose")]
     pub quiet: bool,
 }
 
@@ -215,7 +215,7 @@ pub struct WorkerArgs {
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Less log output (errors only)
-    #[arg(short = 'q', long = "quiet")]
+    #[arg(short = 'q', long = "quiet", conflicts_with = "verbose")]
     pub quiet: bool,
 }
 
@@ -344,6 +344,8 @@ fn parse_budget(s: &str) -> Result<u64, String> {
     }
     match s.parse::<u64>() {
         Ok(0) => Err("a budget must be at least 1 (or inf)".into()),
+        // The largest number stands for inf: asked for as a number, it is one too many.
+        Ok(u64::MAX) => Err(format!("'{s}' is the number that stands for inf: give inf, or a smaller budget")),
         Ok(b) => Ok(b),
         Err(_) => Err(format!("'{s}' is not a budget (a positive integer or inf)")),
     }
@@ -372,7 +374,7 @@ pub fn parse_seconds(s: &str) -> Result<Duration, String> {
         Ok(x) if x > 0.0 && usable_seconds(x) && Duration::from_secs_f64(x) > Duration::ZERO => {
             Ok(Duration::from_secs_f64(x))
         }
-        _ => Err(format!("'{s}' is not a positive number of seconds (at most {MAX_SECONDS:e})")),
+        _ => Err(format!("'{s}' is not a number of seconds from 1e-9 (a nanosecond) to {MAX_SECONDS:e}")),
     }
 }
 

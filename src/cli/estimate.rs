@@ -144,9 +144,8 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         let (mean, probes) = (total.mean, total.probes);
         let probes_word = if probes == 1 { "probe" } else { "probes" };
         let mut text = format!(
-            "{}: about {} nodes ({error}) from {probes} {probes_word} (--probe-seed {seed} repeats them)\n",
-            spec.command_line(),
-            three_digits(mean)
+            "{}: about {mean:.0} nodes ({error}) from {probes} {probes_word} (--probe-seed {seed} repeats them)\n",
+            spec.command_line()
         );
         if (2..10).contains(&probes) {
             // One probe of two carries half the sum, whatever the tree: too few to judge it.

@@ -132,7 +132,7 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         .override_usage("bts resume <CHECKPOINT> [RUN-OPTIONS]");
     // What the checkpoint stores is what a resumed run has unless told otherwise.
     // How a new run starts means nothing to a resumed one.
-    command = command.mut_arg("start", |arg| arg.hide(true));
+    command = command.mut_arg("start", |arg| arg.hide(true)).mut_arg("initial_depth", |arg| arg.hide(true));
     for id in ["mode", "split", "budget", "scale", "lmin", "lmax", "order", "output"] {
         command = command.mut_arg(id, |arg| {
             let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
@@ -154,6 +154,12 @@ pub fn resume(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         return Err(CliError::usage(
             "--start is how a new run starts from its root; a resumed run starts from its checkpoint \
              (--mode polling resumes in random polling)",
+        ));
+    }
+    if args.budget.initial_depth.is_some() {
+        return Err(CliError::usage(
+            "--initial-depth is the depth limit of a new run's first job; a resumed run takes the jobs of its \
+             checkpoint (--maxd limits the jobs handed out while the list is short)",
         ));
     }
     // The checkpoint is rank 0's: the other ranks work for it.

@@ -138,7 +138,9 @@ impl Preset {
     allow_negative_numbers = true,
     // As the reference's getopt: a repeated option's last value counts (T4's command line repeats -r).
     args_override_self = true,
-    about = "The Unbalanced Tree Search benchmark (bit-exact with the reference)"
+    about = "The Unbalanced Tree Search benchmark (bit-exact with the reference). Options given override \
+             --preset's; as under the reference's getopt, a repeated option's last value counts, and options of \
+             another tree type (such as -q and -m on a geometric tree) are taken and unused"
 )]
 pub struct UtsArgs {
     /// A sample tree of the UTS distribution.
