@@ -1102,6 +1102,40 @@ fn a_run_does_not_resume_on_a_changed_file_and_a_worker_does_not_work_on_a_diffe
 
 // ----- legacy programs -----
 
+/// Jobs whose own node a legacy program pruned (`done 0 pruned=1`) visited nothing: they leave the
+/// run's leaves and deepest depth as the other jobs report them (they made both unknown).
+#[test]
+fn pruned_legacy_jobs_leave_the_leaves_and_depths_known() {
+    let dir = tempfile::tempdir().unwrap();
+    // The root is a solution of value 10 with two children whose bound is 3: both are pruned.
+    let program = crate::util::script(
+        dir.path(),
+        "prunes.py",
+        "#!/usr/bin/env python3\nimport sys\nfor line in sys.stdin:\n    _, _, _, _, least, node = line.rstrip('\\n').split(' ', 5)\n    \
+         if node == 'root':\n        print('unexplored 1 a\\nunexplored 1 b\\nsolution 10 root\\ndone 1 leaves=0 max_depth=0', \
+         flush=True)\n    elif least != 'none' and 3 < int(least):\n        print('done 0 pruned=1', flush=True)\n    \
+         else:\n        print('done 1 leaves=1 max_depth=1', flush=True)\n",
+    );
+    let o = bts(&[
+        "run",
+        "--workers",
+        "2",
+        "--budget",
+        "1",
+        "--summary-json",
+        "-",
+        "exec",
+        "--persistent",
+        "--optimise",
+        "--",
+        program.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&o);
+    let counts = [&s["nodes"], &s["leaves"], &s["max_depth"], &s["best"]["pruned"], &s["best"]["value"]];
+    assert_eq!(counts.map(|v| v.as_u64()), [Some(1), Some(0), Some(0), Some(2), Some(10)], "{s}");
+}
+
 #[test]
 fn a_legacy_branch_and_bound_gets_the_incumbent_and_reports_solutions() {
     let dir = tempfile::tempdir().unwrap();

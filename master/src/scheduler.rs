@@ -605,8 +605,12 @@ impl Scheduler {
             }
             let t = &mut self.totals;
             t.nodes += r.visited;
-            t.leaves = t.leaves.zip(r.leaves).map(|(a, b)| a + b);
-            t.max_depth = t.max_depth.zip(r.max_depth).map(|(a, b)| a.max(b));
+            // A job whose own node was pruned visited nothing: it has no leaves or depths to tell
+            // (a legacy program's `done 0 pruned=1` says none).
+            if r.visited > 0 {
+                t.leaves = t.leaves.zip(r.leaves).map(|(a, b)| a + b);
+                t.max_depth = t.max_depth.zip(r.max_depth).map(|(a, b)| a.max(b));
+            }
             t.outputs += r.outputs;
             t.jobs += 1;
             t.returned += u64::from(r.returned);
