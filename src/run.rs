@@ -33,7 +33,7 @@ use bts_worker::{RunnerSettings, Searcher, Tree, TreeSearcher, WorkerLoop, run_w
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -214,13 +214,19 @@ pub struct Unsaved {
 
 /// Asks a run to stop (from a signal handler thread, a timer, ...).
 #[derive(Clone)]
-pub struct Stopper(Sender<Event>, bool);
+pub struct Stopper(Sender<Event>, bool, Arc<AtomicBool>);
 
 impl Stopper {
     /// Whether [`abort`](Self::abort) saves what is committed: random polling cannot save without
     /// the pause an abort cuts short, and keeps its last checkpoint instead.
     pub fn abort_saves(&self) -> bool {
         !self.1
+    }
+
+    /// Whether the run is stopping already (a limit, the stop file, an earlier stop) and waits for
+    /// the jobs out with workers: a stop changes nothing then, an abort ends the wait.
+    pub fn stopping(&self) -> bool {
+        self.2.load(Ordering::Relaxed)
     }
 
     /// Stop once the jobs out with workers are back: a tree's jobs end within 4,096 nodes, handing
@@ -246,6 +252,8 @@ pub struct Run {
     options: RunOptions,
     resume: Option<Checkpoint>,
     events: (Sender<Event>, Receiver<Event>),
+    /// Set when the run begins to stop (see [`Stopper::stopping`]).
+    stopping: Arc<AtomicBool>,
 }
 
 impl Run {
@@ -261,7 +269,14 @@ impl Run {
 
     /// A run of a type-erased tree (from the registry, or a legacy program).
     pub fn with_searcher(tree: TreeSpec, searcher: Arc<dyn Searcher>) -> Self {
-        Self { tree, searcher, options: RunOptions::default(), resume: None, events: mpsc::channel() }
+        Self {
+            tree,
+            searcher,
+            options: RunOptions::default(),
+            resume: None,
+            events: mpsc::channel(),
+            stopping: Arc::default(),
+        }
     }
 
     /// Carries on the run saved in `checkpoint`, whose tree `searcher` must be. The output writer
@@ -284,7 +299,7 @@ impl Run {
     }
 
     pub fn stopper(&self) -> Stopper {
-        Stopper(self.events.0.clone(), matches!(self.options.mode, RunMode::Polling { .. }))
+        Stopper(self.events.0.clone(), matches!(self.options.mode, RunMode::Polling { .. }), self.stopping.clone())
     }
 
     /// Runs to the end; committed output records go to `output`.
@@ -309,7 +324,7 @@ impl Run {
         if let RunMode::Polling { split, start } = self.options.mode {
             return self.run_polling(split, start, output);
         }
-        let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
+        let Run { tree, searcher, options, resume, events: (events_tx, events_rx), stopping } = self;
         let started = Instant::now();
         let settings = RunnerSettings { keep_output: !options.count_only, ..RunnerSettings::default() };
         let runners = (0..options.workers).map(|_| searcher.runner(settings)).collect::<Result<Vec<_>, _>>();
@@ -362,7 +377,7 @@ impl Run {
         };
         let drive_options = drive_options(&options, started, server.is_some());
         let nodes_before = scheduler.totals().nodes;
-        let mut hooks = Hooks::new(&tree, &options, &searcher, (before, nodes_before), started)?;
+        let mut hooks = Hooks::new(&tree, &options, &searcher, (before, nodes_before), started, &stopping)?;
         // A first checkpoint at once: the path is checked, and a crash from now on loses nothing.
         if let Some(path) = &options.checkpoint {
             let at = SavePoint { output_checksum: output.checksum(), last: false };
@@ -440,7 +455,7 @@ impl Run {
 
     /// A random-polling run on local threads.
     fn run_polling(self, split: SplitRule, start: PollingStart, output: &mut dyn Output) -> Result<Finished, RunError> {
-        let Run { tree, searcher, options, resume, events: (events_tx, events_rx) } = self;
+        let Run { tree, searcher, options, resume, events: (events_tx, events_rx), stopping } = self;
         let local = options.workers as u32;
         let started = Instant::now();
         let settings = RunnerSettings { keep_output: !options.count_only, ..RunnerSettings::default() };
@@ -529,7 +544,7 @@ impl Run {
             }
         }
         let drive_options = drive_options(&options, started, distributed);
-        let mut hooks = Hooks::new(&tree, &options, &searcher, (before, nodes_before), started)?;
+        let mut hooks = Hooks::new(&tree, &options, &searcher, (before, nodes_before), started, &stopping)?;
         if let Some(path) = &options.checkpoint {
             // The first checkpoint holds what the run starts from: the root, or the resumed nodes.
             let at = SavePoint { output_checksum: output.checksum(), last: false };
@@ -697,6 +712,8 @@ struct Hooks<'a> {
     ended: Option<Instant>,
     /// When the run began to stop, until the wait for its workers has been told of.
     stopping_since: Option<Instant>,
+    /// The [`Stopper`]s' view of the stop.
+    stopping: Arc<AtomicBool>,
 }
 
 /// A stop that waits this long for the jobs out with workers says what it waits for.
@@ -709,6 +726,7 @@ impl<'a> Hooks<'a> {
         searcher: &Arc<dyn Searcher>,
         (before, nodes_before): (Earlier, u64),
         started: Instant,
+        stopping: &Arc<AtomicBool>,
     ) -> Result<Self, RunError> {
         let monitor = match options.monitor.is_active() {
             true => {
@@ -730,7 +748,8 @@ impl<'a> Hooks<'a> {
             final_elapsed_s,
         };
         let searcher = Arc::clone(searcher);
-        Ok(Hooks { saver, monitor, searcher, last_save_failed: None, ended: None, stopping_since: None })
+        let stopping = Arc::clone(stopping);
+        Ok(Hooks { saver, monitor, searcher, last_save_failed: None, ended: None, stopping_since: None, stopping })
     }
 }
 
@@ -784,6 +803,7 @@ impl Observer for Hooks<'_> {
 
     fn stopping(&mut self) {
         self.searcher.stopping();
+        self.stopping.store(true, Ordering::Relaxed);
         self.stopping_since = Some(Instant::now());
     }
 

@@ -58,7 +58,24 @@ impl Stops {
 /// # Ok::<(), bts::RunError>(())
 /// ```
 pub fn stop_on_signals(stopper: Stopper) {
-    on_signals(move |seen, signal| match seen {
+    // A run stopping already (a limit, the stop file) waits for its jobs out, a hung legacy
+    // program's up to its --job-timeout: a first signal then counts as the second, and ends the
+    // wait.
+    let mut ahead = 0;
+    on_signals(move |seen, signal| match seen + ahead {
+        1 if stopper.stopping() && stopper.abort(StopReason::Signal) => {
+            ahead = 1;
+            match stopper.abort_saves() {
+                true => crate::logging::say!(
+                    "bts: {}: the run was stopping already: saving what is committed and quitting now",
+                    signal_name(signal)
+                ),
+                false => crate::logging::say!(
+                    "bts: {}: the run was stopping already: quitting now; the last checkpoint stays",
+                    signal_name(signal)
+                ),
+            }
+        }
         // A signal as the run ends finds nothing to stop: its summary says how it ended.
         1 if stopper.stop(StopReason::Signal) => crate::logging::say!(
             "bts: {}: stopping once the workers hand their work back (signal again to quit now)",

@@ -321,6 +321,52 @@ fn a_program_that_cannot_start_for_a_moment_is_tried_again_after_a_pause() {
     assert_eq!((s["nodes"].as_u64(), s["outputs"].as_u64()), (Some(6), Some(5)), "{s}");
 }
 
+/// A run stopping for its time limit waits for its jobs out, a hung program's up to its
+/// --job-timeout: a first signal then ends the wait at once (it counted as a first stop, and only
+/// a second quit), saving what is committed; the resumed run writes every record once.
+#[test]
+fn a_signal_ends_a_stops_wait_for_a_hung_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let (hang, reached) = (dir.path().join("hang"), dir.path().join("reached"));
+    std::fs::write(&hang, "").unwrap();
+    let program = script(
+        dir.path(),
+        "hangs.py",
+        &format!(
+            "#!/usr/bin/env python3\nimport os, sys, time\nfor line in sys.stdin:\n    node = line.rstrip('\\n').split(' ', 4)[-1]\n    \
+             if node == 'root':\n        print('\\n'.join(f'unexplored 1 c{{i}}' for i in range(8)))\n    \
+             elif node == 'c3' and os.path.exists({hang:?}):\n        open({reached:?}, 'w').close()\n        \
+             time.sleep(120)\n    print(f'out {{node}}\\ndone 1', flush=True)\n"
+        ),
+    );
+    let (checkpoint, output) = (dir.path().join("run.ckpt"), dir.path().join("out.txt"));
+    let mut command = bts_command();
+    command.args(["run", "--workers", "2", "--budget", "1", "--fixed-budget", "--time-limit", "3", "--checkpoint"]);
+    command.arg(&checkpoint).arg("--output").arg(&output);
+    command.args(["exec", "--persistent", "--job-timeout", "100", "--"]).arg(&program);
+    let started = std::time::Instant::now();
+    let mut child = command.stderr(Stdio::piped()).spawn().unwrap();
+    wait_until(Duration::from_secs(60), || reached.exists(), || "the program never reached its hanging node".into());
+    // The time limit's stop has begun.
+    std::thread::sleep(Duration::from_secs(4).saturating_sub(started.elapsed()));
+    signal(&child, "-INT");
+    let status = wait_bounded(&mut child, Duration::from_secs(20));
+    let said = stderr_of(&mut child);
+    assert_eq!(status.code(), Some(3), "{said}");
+    assert!(
+        said.contains("SIGINT (Ctrl-C): the run was stopping already: saving what is committed and quitting now"),
+        "{said}"
+    );
+    std::fs::remove_file(&hang).unwrap();
+    let o = bts_command().arg("resume").arg(&checkpoint).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut records = sorted(&std::fs::read_to_string(&output).unwrap());
+    records.dedup();
+    let expected: Vec<String> = (0..8).map(|i| format!("c{i}")).chain(["root".to_string()]).collect();
+    assert_eq!(records, expected);
+    assert_eq!(std::fs::read_to_string(&output).unwrap().lines().count(), 9);
+}
+
 #[test]
 fn a_job_that_fails_once_is_redone_on_a_fresh_process_and_counted_once() {
     let dir = tempfile::tempdir().unwrap();
