@@ -415,6 +415,27 @@ fn programs_that_cannot_run_are_refused_before_the_run() {
     }
 }
 
+/// A program's stderr shows as warnings up to 20 lines a second: the rest go to the debug log
+/// (`-vv`), and their count is told (a chatty program printed 200,000 warnings).
+#[test]
+fn a_chatty_programs_stderr_is_held_back_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "chatty.sh",
+        "#!/bin/sh\ni=0\nwhile [ $i -lt 500 ]; do echo \"progress $i\" >&2; i=$((i+1)); done\necho done 1\n",
+    );
+    let shown = |verbose: &[&str]| {
+        let o = bts(&[&["run", "--workers", "1"], verbose, &["exec", "--", program.to_str().unwrap()]].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        (stderr(&o).matches("stderr: progress").count(), stderr(&o))
+    };
+    let (lines, said) = shown(&[]);
+    assert_eq!(lines, 20, "{said}");
+    assert!(said.contains("programs' stderr: 480 more lines, past 20 a second"), "{said}");
+    assert_eq!(shown(&["-vv"]).0, 500);
+}
+
 #[test]
 fn log_lines_go_to_the_log_tagged_with_the_worker() {
     let dir = tempfile::tempdir().unwrap();

@@ -439,6 +439,7 @@ pub fn exiting() -> bool {
 /// about to exit while some of its threads are still running jobs (the progress estimate's, a run
 /// quit at once by a second signal), whose programs would otherwise outlive it.
 pub fn kill_all() {
+    say_held_stderr(true);
     // The set stays locked while the groups are signalled: a program leaves it before it is reaped.
     let mut live = live_groups();
     live.exiting = true;
@@ -531,7 +532,8 @@ const STDERR_LINE: usize = 2000;
 async fn log_stderr(mut stderr: ChildStderr, tag: &str, tail: &Mutex<VecDeque<String>>, warn: bool) {
     let mut line = Vec::new();
     let mut chunk = [0u8; 8192];
-    let emit = |line: &mut Vec<u8>| {
+    let mut log = StderrLog { tag, warn };
+    let mut emit = |line: &mut Vec<u8>| {
         let text = String::from_utf8_lossy(line).into_owned();
         line.clear();
         if text.trim().is_empty() {
@@ -545,11 +547,7 @@ async fn log_stderr(mut stderr: ChildStderr, tag: &str, tail: &Mutex<VecDeque<St
             }
             tail.push_back(text.clone());
         }
-        if warn {
-            tracing::warn!(worker = %tag, "stderr: {text}");
-        } else {
-            tracing::debug!(worker = %tag, "stderr: {text}");
-        }
+        log.line(&text);
     };
     loop {
         let n = match stderr.read(&mut chunk).await {
@@ -566,6 +564,70 @@ async fn log_stderr(mut stderr: ChildStderr, tag: &str, tail: &Mutex<VecDeque<St
     }
     if !line.is_empty() {
         emit(&mut line);
+    }
+    log.say_held();
+}
+
+/// Stderr lines shown as warnings a second, all programs' together: chatty ones (progress on
+/// stderr, a process a job) would bury the run's own messages and slow it down.
+const STDERR_WARNINGS_PER_SECOND: u32 = 20;
+
+/// The current second of stderr warnings: its start, the lines shown in it, and the lines logged
+/// at debug level only since the last count told.
+static STDERR_RATE: Mutex<Option<(Instant, u32, u64)>> = Mutex::new(None);
+
+/// A program's stderr lines to the log: as warnings up to [`STDERR_WARNINGS_PER_SECOND`], the
+/// rest at debug level with their count told.
+struct StderrLog<'a> {
+    tag: &'a str,
+    warn: bool,
+}
+
+impl StderrLog<'_> {
+    fn line(&mut self, text: &str) {
+        if !self.warn {
+            tracing::debug!(worker = %self.tag, "stderr: {text}");
+            return;
+        }
+        let shown = {
+            let mut rate = STDERR_RATE.lock().unwrap_or_else(|e| e.into_inner());
+            let (_, shown, held) = rate.get_or_insert((Instant::now(), 0, 0));
+            match *shown < STDERR_WARNINGS_PER_SECOND {
+                true => *shown += 1,
+                false => *held += 1,
+            }
+            *held == 0
+        };
+        match shown {
+            true => tracing::warn!(worker = %self.tag, "stderr: {text}"),
+            false => tracing::debug!(worker = %self.tag, "stderr: {text}"),
+        }
+        self.say_held();
+    }
+
+    /// Tells the lines held back once their second is over, and starts a new one.
+    fn say_held(&mut self) {
+        say_held_stderr(false);
+    }
+}
+
+/// Tells the programs' stderr lines held back, once their second is over (or `now`: bts exits).
+fn say_held_stderr(now: bool) {
+    let held = {
+        let mut rate = STDERR_RATE.lock().unwrap_or_else(|e| e.into_inner());
+        match &mut *rate {
+            Some((start, shown, held)) if now || start.elapsed() >= Duration::from_secs(1) => {
+                (*start, *shown) = (Instant::now(), 0);
+                std::mem::take(held)
+            }
+            _ => 0,
+        }
+    };
+    if held > 0 {
+        tracing::warn!(
+            "programs' stderr: {held} more lines, past {STDERR_WARNINGS_PER_SECOND} a second, logged at debug level only \
+             (-vv shows them)"
+        );
     }
 }
 
