@@ -111,6 +111,8 @@ pub struct ExecRunner {
     program: Option<Program>,
     /// Jobs given to the persistent process (a `done` that says `job=<n>` must match).
     jobs_given: u64,
+    /// The node of the last job done, which a line written after its `done` belongs to.
+    last_node: String,
     /// Something a one-shot program started escaped its process group (said once).
     escaped: bool,
     /// The persistent program numbers its answers (`done ... job=<n>`), so that each is checked
@@ -127,8 +129,17 @@ impl ExecRunner {
         tag: String,
         incumbent: Arc<SharedIncumbent>,
     ) -> Result<Self, String> {
-        let mut runner =
-            Self { config, settings, tag, program: None, jobs_given: 0, escaped: false, numbered: false, incumbent };
+        let mut runner = Self {
+            config,
+            settings,
+            tag,
+            program: None,
+            jobs_given: 0,
+            last_node: String::new(),
+            escaped: false,
+            numbered: false,
+            incumbent,
+        };
         if runner.config.persistent {
             // Start at once, so that a program that cannot start is noticed before the run.
             runner.program = Some(runner.start(None)?);
@@ -208,10 +219,13 @@ impl ExecRunner {
                     // A program that numbers its answers had each one checked: what it wrote
                     // since is no answer of a job, and a fresh process starts clean.
                     Some(late) if !self.numbered => {
-                        let what = "the program wrote after its `done`: it may have answered a job twice, and the \
-                                    second answer may have been taken for the next job's, whose nodes would be lost; \
-                                    the run cannot be trusted to be exact. Make it write nothing after `done`, or \
-                                    number its answers (`done ... job=<n>`)";
+                        let what = format!(
+                            "the program wrote after its `done` of the job at node {:?}: it may have answered a job \
+                             twice, and the second answer may have been taken for the next job's, whose nodes would be \
+                             lost; the run cannot be trusted to be exact. Make it write nothing after `done`, or \
+                             number its answers (`done ... job=<n>`)",
+                            self.last_node
+                        );
                         return Err(Failure { beyond_retry: true, ..Failure::with_line(what, &late, &program) });
                     }
                     Some(_) => tracing::warn!(worker = %self.tag, "the program wrote after its last `done`"),
@@ -540,7 +554,9 @@ impl JobRunner for ExecRunner {
     fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
         let node = String::from_utf8_lossy(job.node.as_slice()).into_owned();
         let (tag, config) = (self.tag.clone(), Arc::clone(&self.config));
-        with_retries(job, &node, (&tag, self.settings.detached), &config, || self.attempt(job, batch))
+        with_retries(job, &node, (&tag, self.settings.detached), &config, || self.attempt(job, batch))?;
+        self.last_node = node;
+        Ok(())
     }
 }
 
