@@ -415,6 +415,38 @@ fn programs_that_cannot_run_are_refused_before_the_run() {
     }
 }
 
+/// A persistent program that exits 1 after each `done` loses nothing, and is said to: whether bts
+/// finds it gone before or after it sends the next job (it said nothing in the first case).
+#[test]
+fn a_persistent_program_that_ends_after_its_done_is_warned_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(
+        dir.path(),
+        "once.sh",
+        "#!/bin/sh\nread -r job\ncase \"$job\" in *root) printf 'unexplored 1 a\\nunexplored 1 b\\n' ;; esac\n\
+         echo done 1\nexit 1\n",
+    );
+    for _ in 0..3 {
+        let o = bts(&[
+            "run",
+            "--workers",
+            "1",
+            "--summary-json",
+            "-",
+            "exec",
+            "--persistent",
+            "--",
+            program.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(summary(&o)["nodes"], 3);
+        let said = stderr(&o);
+        let warned = said.contains("the program ended (exit status 1) after its `done` of the job at node \"")
+            || said.contains("failed (the program ended (exit status 1) before it wrote anything of this job");
+        assert!(warned, "{said}");
+    }
+}
+
 /// A program's stderr shows as warnings up to 20 lines a second: the rest go to the debug log
 /// (`-vv`), and their count is told (a chatty program printed 200,000 warnings).
 #[test]

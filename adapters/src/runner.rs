@@ -229,7 +229,17 @@ impl ExecRunner {
                         return Err(Failure { beyond_retry: true, ..Failure::with_line(what, &late, &program) });
                     }
                     Some(_) => tracing::warn!(worker = %self.tag, "the program wrote after its last `done`"),
-                    None => {}
+                    // It ended after its last `done`: a failure, unless it exited 0, that its
+                    // answers outlive (a fresh process takes this job).
+                    None => match program.wait(Duration::from_millis(100)) {
+                        Some(status) if status.success() => {}
+                        status => tracing::warn!(
+                            worker = %self.tag,
+                            "the program ended ({}) after its `done` of the job at node {:?}",
+                            describe(status),
+                            self.last_node
+                        ),
+                    },
                 }
                 program = self.start(None).map_err(Failure::start)?;
             }
