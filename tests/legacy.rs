@@ -416,7 +416,8 @@ fn programs_that_cannot_run_are_refused_before_the_run() {
 }
 
 /// A persistent program that exits 1 after each `done` loses nothing, and is said to: whether bts
-/// finds it gone before or after it sends the next job (it said nothing in the first case).
+/// finds it gone before it sends the next job (it said nothing), or after (that job was failed,
+/// and with `--retries 0` the run).
 #[test]
 fn a_persistent_program_that_ends_after_its_done_is_warned_of() {
     let dir = tempfile::tempdir().unwrap();
@@ -427,23 +428,13 @@ fn a_persistent_program_that_ends_after_its_done_is_warned_of() {
          echo done 1\nexit 1\n",
     );
     for _ in 0..3 {
-        let o = bts(&[
-            "run",
-            "--workers",
-            "1",
-            "--summary-json",
-            "-",
-            "exec",
-            "--persistent",
-            "--",
-            program.to_str().unwrap(),
-        ]);
+        let exec = ["exec", "--persistent", "--retries", "0", "--", program.to_str().unwrap()];
+        let o = bts(&[&["run", "--workers", "1", "--summary-json", "-"][..], &exec].concat());
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         assert_eq!(summary(&o)["nodes"], 3);
         let said = stderr(&o);
-        let warned = said.contains("the program ended (exit status 1) after its `done` of the job at node \"")
-            || said.contains("failed (the program ended (exit status 1) before it wrote anything of this job");
-        assert!(warned, "{said}");
+        let warning = "the program ended (exit status 1) after its `done` of the job at node \"root\"; a fresh process";
+        assert!(said.contains(warning), "{said}");
     }
 }
 
@@ -806,7 +797,9 @@ fn a_node_a_one_shot_program_cannot_be_given_is_refused_where_it_is_returned() {
 }
 
 /// A persistent program that crashes after its `done`, before it answers the next job, is not said
-/// to have ended "before `done`".
+/// to have ended "before `done`": it is warned of, and the next job goes to a fresh process as its
+/// first, not counted as a failed attempt (whether it failed depended on when bts found the
+/// program gone). A program that crashes on that job fails it there.
 #[test]
 fn a_program_that_crashes_after_its_answer_is_told_so() {
     let dir = tempfile::tempdir().unwrap();
@@ -819,10 +812,22 @@ fn a_program_that_crashes_after_its_answer_is_told_so() {
     let args = ["run", "--workers", "1", "--progress", "never", "exec", "--persistent", "--retries", "0"];
     let o = bts(&[&args[..], &["--", program.to_str().unwrap()]].concat());
     let log = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    let told = "the program ended (exit status 4) after its `done` of the job at node \"root\"; a fresh process takes \
+                the next job";
+    assert!(log.contains(told) && !log.contains("before `done`"), "{log}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "x\n");
+    // A program that crashes on every job but the root's fails the next one on its fresh process.
+    let program = script(
+        dir.path(),
+        "crashes.py",
+        "#!/usr/bin/env python3\nimport sys\nline = sys.stdin.readline()\nif not line.endswith(' root\\n'): sys.exit(4)\n\
+         print('unexplored 1 a\\ndone 1', flush=True)\nsys.stdin.readline()\nsys.exit(4)\n",
+    );
+    let o = bts(&[&args[..], &["--", program.to_str().unwrap()]].concat());
+    let log = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{log}");
-    let told = "the program ended (exit status 4) before it wrote anything of this job (it may have ended after its \
-                answer to the last one)";
-    assert!(log.contains("a job failed at node \"a\"") && log.contains(told), "{log}");
+    assert!(log.contains("a job failed at node \"a\": the program ended before `done` (exit status 4)"), "{log}");
 }
 
 /// A program that floods bts with records before its `done` fails its job clearly instead of

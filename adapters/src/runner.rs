@@ -196,6 +196,17 @@ impl ExecRunner {
         Ok(program)
     }
 
+    /// A persistent program ended with a failing status after its last `done`: its answers count,
+    /// and a fresh process takes the next job.
+    fn warn_ended_after_done(&self, status: Option<std::process::ExitStatus>) {
+        tracing::warn!(
+            worker = %self.tag,
+            "the program ended ({}) after its `done` of the job at node {:?}; a fresh process takes the next job",
+            describe(status),
+            self.last_node
+        );
+    }
+
     /// One attempt at `job`; on failure the batch is left as it was.
     fn attempt(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), Failure> {
         let started = Instant::now();
@@ -233,12 +244,7 @@ impl ExecRunner {
                     // answers outlive (a fresh process takes this job).
                     None => match program.wait(Duration::from_millis(100)) {
                         Some(status) if status.success() => {}
-                        status => tracing::warn!(
-                            worker = %self.tag,
-                            "the program ended ({}) after its `done` of the job at node {:?}",
-                            describe(status),
-                            self.last_node
-                        ),
+                        status => self.warn_ended_after_done(status),
                     },
                 }
                 program = self.start(None).map_err(Failure::start)?;
@@ -249,8 +255,11 @@ impl ExecRunner {
                     return Err(Failure::new(what, &program));
                 }
                 let status = program.wait(Duration::from_millis(100));
-                if self.jobs_given > 0 && status.is_some_and(|s| s.success()) {
-                    // It exited after its last `done`, just as this job came.
+                if self.jobs_given > 0 && status.is_some() {
+                    // It ended after its last `done`, just as this job came.
+                    if !status.is_some_and(|s| s.success()) {
+                        self.warn_ended_after_done(status);
+                    }
                     return self.attempt(job, batch);
                 }
                 let what = match status {
@@ -408,14 +417,15 @@ impl ExecRunner {
                     let after_last = self.config.persistent && self.jobs_given > 1 && !heard;
                     let what = match status {
                         None => "the program closed its stdout before `done` (it is still running)".to_string(),
-                        Some(s) if after_last && !s.success() => format!(
-                            "the program ended ({}) before it wrote anything of this job (it may have ended after \
-                             its answer to the last one)",
-                            describe(status)
-                        ),
                         Some(_) => format!("the program ended before `done` ({})", describe(status)),
                     };
-                    let between_jobs = after_last && status.is_some_and(|s| s.success());
+                    // Either way the job goes to a fresh process at once, as its first (a crash on
+                    // this job fails there, counted): a program that ends after its `done` with a
+                    // failing status loses nothing, and is warned of.
+                    let between_jobs = after_last && status.is_some();
+                    if between_jobs && !status.is_some_and(|s| s.success()) {
+                        self.warn_ended_after_done(status);
+                    }
                     return Err(Failure { between_jobs, ..Failure::new(what, program) });
                 }
                 Next::Timeout if self.config.flags.abandoned() => {
