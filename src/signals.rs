@@ -112,9 +112,12 @@ pub fn leave_on_signal(leave: CancellationToken) {
     });
 }
 
-/// `bts estimate`: the first signal sets `stop` (the probes done give the estimate), a second
-/// one exits at once (status 3).
-pub(crate) fn stop_probes_on_signal(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+/// `bts estimate`: the first signal sets `stop` and ends the probes under way (those done give
+/// the estimate), a second one exits at once (status 3).
+pub(crate) fn stop_probes_on_signal(
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    searcher: std::sync::Arc<dyn bts_worker::Searcher>,
+) {
     on_signals(move |seen, signal| {
         if seen == 1 {
             crate::logging::say!(
@@ -122,6 +125,8 @@ pub(crate) fn stop_probes_on_signal(stop: std::sync::Arc<std::sync::atomic::Atom
                 signal_name(signal)
             );
             stop.store(true, Ordering::SeqCst);
+            // Probes under way end: a legacy program's job is given up, not waited for.
+            searcher.abandon();
         } else {
             crate::logging::say!("bts: second signal: quitting now, without an estimate");
             bts_adapters::kill_all();

@@ -47,6 +47,23 @@ fn a_signal_ends_the_probes_with_the_estimate_so_far() {
     let nodes = e["nodes"].as_f64().unwrap();
     assert!(e["stopped"] == true && e["probes"].as_u64() > Some(1000), "{e}");
     assert!((nodes - exact).abs() < 0.1 * exact, "estimate {nodes}, exact {exact}");
+    // A probe under way ends too: a legacy program that hangs below the root is given up, not
+    // waited for (up to --job-timeout, and then tried again).
+    let dir = tempfile::tempdir().unwrap();
+    let hangs = script(
+        dir.path(),
+        "hangs.sh",
+        "#!/bin/sh\nif [ \"$BTS_NODE\" = root ]; then printf 'unexplored 1 a\\ndone 1\\n'; exit 0; fi\nexec sleep 1000\n",
+    );
+    let mut command = bts_command();
+    command.args(["estimate", "--probes", "10", "--threads", "1", "exec", "--job-timeout", "600", "--"]).arg(&hangs);
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    signal(&child, "-TERM");
+    let status = wait_bounded(&mut child, std::time::Duration::from_secs(20));
+    let said = stderr_of(&mut child);
+    assert_eq!(status.code(), Some(3), "{said}");
+    assert!(said.contains("stopped before any probe finished: no estimate"), "{said}");
 }
 
 /// A seed repeats an estimate to the last digit, whatever the threads (the machine's cores).

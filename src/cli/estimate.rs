@@ -4,13 +4,14 @@ use super::args::EstimateArgs;
 use super::split::split;
 use super::{CliError, Exit, build_tree, print_clap_before_tree, tree_named};
 use crate::Registry;
-use bts_worker::RunnerSettings;
+use bts_protocol::{Job, JobFailure, ReportBatch};
 use bts_worker::estimate::{Estimate, SplitMix64, probe};
+use bts_worker::{JobRunner, RunnerSettings};
 use clap::{CommandFactory, FromArgMatches};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A relative standard error above this is reported as unreliable.
@@ -56,8 +57,8 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
     // program may take minutes: say how far they are, every few seconds.
     let (next_probe, failed) = (AtomicU64::new(0), std::sync::atomic::AtomicBool::new(false));
     // A signal ends the probes early, the estimate taking those done.
-    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    crate::signals::stop_probes_on_signal(stopped.clone());
+    let stopped = std::sync::Arc::new(AtomicBool::new(false));
+    crate::signals::stop_probes_on_signal(stopped.clone(), searcher.clone());
     let tally = Mutex::new(Tally::default());
     let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
@@ -65,11 +66,12 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
                 let (searcher, root, tally, next_probe, failed, stopped) =
                     (&searcher, &root, &tally, &next_probe, &failed, &stopped);
                 scope.spawn(move || -> Result<(), String> {
-                    let mut runner = searcher.runner(RunnerSettings {
+                    let runner = searcher.runner(RunnerSettings {
                         keep_output: false,
                         detached: true,
                         ..RunnerSettings::default()
                     })?;
+                    let mut runner = Stoppable { runner, stopped };
                     loop {
                         let i = next_probe.fetch_add(1, Ordering::Relaxed);
                         if i >= args.probes {
@@ -80,10 +82,15 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
                             return Ok(());
                         }
                         let mut rng = SplitMix64::new(seed ^ i.wrapping_mul(0xA076_1D64_78BD_642F));
-                        let e = probe(&mut *runner, root.clone(), 0, &mut |d| rng.below(d)).map_err(|f| {
-                            failed.store(true, Ordering::Relaxed);
-                            format!("a probe failed at node {}: {}", f.node, f.message)
-                        })?;
+                        let e = match probe(&mut runner, root.clone(), 0, &mut |d| rng.below(d)) {
+                            Ok(e) => e,
+                            // Cut short by the stop: not a probe.
+                            Err(_) if stopped.load(Ordering::SeqCst) => return Ok(()),
+                            Err(f) => {
+                                failed.store(true, Ordering::Relaxed);
+                                return Err(format!("a probe failed at node {}: {}", f.node, f.message));
+                            }
+                        };
                         tally.lock().expect("no probing thread panics holding it").add(i, e);
                     }
                 })
@@ -164,6 +171,22 @@ pub fn estimate(registry: &Registry, raw: &[String]) -> Result<Exit, CliError> {
         super::print_out(text)?;
     }
     Ok(if stopped { Exit::Stopped } else { Exit::Complete })
+}
+
+/// A probe's runner whose jobs fail once the probes are stopped, so that a probe under way ends
+/// at its next step, however deep the tree (a legacy program's job under way is abandoned).
+struct Stoppable<'a> {
+    runner: Box<dyn JobRunner>,
+    stopped: &'a AtomicBool,
+}
+
+impl JobRunner for Stoppable<'_> {
+    fn run(&mut self, job: &Job, batch: &mut ReportBatch) -> Result<(), JobFailure> {
+        match self.stopped.load(Ordering::SeqCst) {
+            true => Err(JobFailure::new(job.id, "", "the probes are stopped")),
+            false => self.runner.run(job, batch),
+        }
+    }
 }
 
 /// `x` to the unit, or to three significant digits below 100 (a standard error of 0.4 is not 0).
