@@ -399,7 +399,7 @@ fn whole_at_least<T: std::str::FromStr + PartialOrd + From<u8>>(s: &str, least: 
 fn parse_seconds_or_zero(s: &str) -> Result<Duration, String> {
     match s.parse::<f64>() {
         Ok(0.0) => Ok(Duration::ZERO),
-        _ => parse_seconds(s).map_err(|e| e.replace("a positive number", "a number")),
+        _ => parse_seconds(s).map_err(|e| e.replace("a number of seconds from", "0 or a number of seconds from")),
     }
 }
 

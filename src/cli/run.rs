@@ -608,11 +608,14 @@ fn execute(
 
 /// What a run resumed from the last save does again.
 fn done_again(u: crate::run::Unsaved) -> String {
+    let are = |n| if n == 1 { "is" } else { "are" };
     let printed = match u.printed {
         0 => String::new(),
-        n => format!(", and the {} sent to stdout since are printed again", crate::summary::plural(n, "records")),
+        n => {
+            format!(", and the {} sent to stdout since {} printed again", crate::summary::plural(n, "records"), are(n))
+        }
     };
-    format!("the {} visited since are visited again{printed}", crate::summary::plural(u.nodes, "nodes"))
+    format!("the {} visited since {} visited again{printed}", crate::summary::plural(u.nodes, "nodes"), are(u.nodes))
 }
 
 /// Says the summary on stderr, and writes it as JSON where `--summary-json` asks.
