@@ -223,8 +223,9 @@ impl Stopper {
         !self.1
     }
 
-    /// Whether the run is stopping already (a limit, the stop file, an earlier stop) and waits for
-    /// the jobs out with workers: a stop changes nothing then, an abort ends the wait.
+    /// Whether a budget-mode run is stopping already (a limit, the stop file, an earlier stop) and
+    /// waits for the jobs out with workers: a stop changes nothing then, an abort ends the wait. (A
+    /// polling run's pause is not waited for so long: this stays false.)
     pub fn stopping(&self) -> bool {
         self.2.load(Ordering::Relaxed)
     }
