@@ -395,6 +395,20 @@ pub fn drive(
         }
         if let Some(outcome) = scheduler.outcome().filter(|_| early.is_empty()) {
             let outcome = outcome.clone();
+            if scheduler.best_due() {
+                // The search is over: saved before its best records go out, the run resumes to
+                // write them if the output cannot take them, rather than to search again.
+                output.sync()?;
+                let at = SavePoint { output_checksum: output.checksum(), last: false };
+                if let Err(e) = observer.checkpoint(scheduler, at) {
+                    tracing::warn!("cannot save the finished search before its best records: {e}");
+                }
+            }
+            scheduler.write_best();
+            if !scheduler.output().is_empty() {
+                output.write_all(scheduler.output())?;
+                scheduler.clear_output();
+            }
             save(scheduler, output, observer, true)?;
             observer.finish(scheduler);
             return Ok(outcome);

@@ -241,6 +241,8 @@ pub struct Scheduler {
     told_stopping: bool,
     failure: Option<JobFailure>,
     outcome: Option<Outcome>,
+    /// A complete run's best records are still to be written ([`Scheduler::write_best`]).
+    best_due: bool,
 }
 
 impl Scheduler {
@@ -301,6 +303,7 @@ impl Scheduler {
             told_stopping: false,
             failure: None,
             outcome: None,
+            best_due: false,
         }
     }
 
@@ -481,6 +484,19 @@ impl Scheduler {
 
     pub fn clear_output(&mut self) {
         self.output.clear();
+    }
+
+    /// Whether a complete run's best records are still to be written (a branch and bound that
+    /// found a solution).
+    pub fn best_due(&self) -> bool {
+        self.best_due && self.totals.best.is_some()
+    }
+
+    /// Writes a complete run's best records to the output, once.
+    pub fn write_best(&mut self) {
+        if std::mem::take(&mut self.best_due) {
+            self.incumbents.write(&mut self.totals, &mut self.output);
+        }
     }
 
     /// How the run ended, once it has.
@@ -814,9 +830,13 @@ impl Scheduler {
             return;
         };
         // A stopped run writes its best so far (its summary says it is not proven optimal): a
-        // resumed run takes it back and writes its own.
-        if matches!(outcome, Outcome::Complete | Outcome::Stopped(_)) {
-            self.incumbents.write(&mut self.totals, &mut self.output);
+        // resumed run takes it back and writes its own. A complete run's are written once it is
+        // saved without them, so that an output that cannot take them leaves a run that resumes
+        // to write them, not to search again.
+        match outcome {
+            Outcome::Stopped(_) => self.incumbents.write(&mut self.totals, &mut self.output),
+            Outcome::Complete => self.best_due = true,
+            Outcome::Failed(_) => {}
         }
         self.outcome = Some(outcome);
         for &id in self.workers.keys() {

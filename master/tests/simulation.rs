@@ -245,6 +245,10 @@ impl Sim {
                 self.flush(id);
             }
         }
+        // As the driver does once the run is saved.
+        self.scheduler.write_best();
+        self.output.extend_from_slice(self.scheduler.output());
+        self.scheduler.clear_output();
         self.scheduler.outcome().unwrap().clone()
     }
 
