@@ -532,8 +532,8 @@ const STDERR_LINE: usize = 2000;
 async fn log_stderr(mut stderr: ChildStderr, tag: &str, tail: &Mutex<VecDeque<String>>, warn: bool) {
     let mut line = Vec::new();
     let mut chunk = [0u8; 8192];
-    let mut log = StderrLog { tag, warn };
-    let mut emit = |line: &mut Vec<u8>| {
+    let log = StderrLog { tag, warn };
+    let emit = |line: &mut Vec<u8>| {
         let text = String::from_utf8_lossy(line).into_owned();
         line.clear();
         if text.trim().is_empty() {
@@ -565,7 +565,7 @@ async fn log_stderr(mut stderr: ChildStderr, tag: &str, tail: &Mutex<VecDeque<St
     if !line.is_empty() {
         emit(&mut line);
     }
-    log.say_held();
+    say_held_stderr(false);
 }
 
 /// Stderr lines shown as warnings a second, all programs' together: chatty ones (progress on
@@ -584,30 +584,28 @@ struct StderrLog<'a> {
 }
 
 impl StderrLog<'_> {
-    fn line(&mut self, text: &str) {
+    fn line(&self, text: &str) {
         if !self.warn {
             tracing::debug!(worker = %self.tag, "stderr: {text}");
             return;
         }
+        // A second over: its held lines told first, and this one in the next.
+        say_held_stderr(false);
         let shown = {
             let mut rate = STDERR_RATE.lock().unwrap_or_else(|e| e.into_inner());
             let (_, shown, held) = rate.get_or_insert((Instant::now(), 0, 0));
-            match *shown < STDERR_WARNINGS_PER_SECOND {
-                true => *shown += 1,
-                false => *held += 1,
+            if *shown < STDERR_WARNINGS_PER_SECOND {
+                *shown += 1;
+                true
+            } else {
+                *held += 1;
+                false
             }
-            *held == 0
         };
         match shown {
             true => tracing::warn!(worker = %self.tag, "stderr: {text}"),
             false => tracing::debug!(worker = %self.tag, "stderr: {text}"),
         }
-        self.say_held();
-    }
-
-    /// Tells the lines held back once their second is over, and starts a new one.
-    fn say_held(&mut self) {
-        say_held_stderr(false);
     }
 }
 

@@ -185,7 +185,10 @@ impl ExecRunner {
                 self.jobs_given = 0;
             }
         }
-        let mut program = Program::spawn(&mut command, &self.tag, c.max_line)
+        // The progress estimate's probes run the program on nodes the run searches too: their
+        // stderr would say everything twice.
+        let spawn = if self.settings.detached { Program::spawn_quiet } else { Program::spawn };
+        let mut program = spawn(&mut command, &self.tag, c.max_line)
             .map_err(|e| format!("cannot start {}: {e}", c.program.display()))?;
         if !c.persistent {
             // A one-shot program must exit 0 after `done`: a `done` without its newline is whole.
