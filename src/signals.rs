@@ -65,16 +65,7 @@ pub fn stop_on_signals(stopper: Stopper) {
     on_signals(move |seen, signal| match seen + ahead {
         1 if stopper.stopping() && stopper.abort(StopReason::Signal) => {
             ahead = 1;
-            match stopper.abort_saves() {
-                true => crate::logging::say!(
-                    "bts: {}: the run was stopping already: saving what is committed and quitting now",
-                    signal_name(signal)
-                ),
-                false => crate::logging::say!(
-                    "bts: {}: the run was stopping already: quitting now; the last checkpoint stays",
-                    signal_name(signal)
-                ),
-            }
+            say_quitting(&stopper, &format!("{}: the run was stopping already", signal_name(signal)));
         }
         // A signal as the run ends finds nothing to stop: its summary says how it ended.
         1 if stopper.stop(StopReason::Signal) => crate::logging::say!(
@@ -82,10 +73,7 @@ pub fn stop_on_signals(stopper: Stopper) {
             signal_name(signal)
         ),
         1 => {}
-        2 if stopper.abort(StopReason::Signal) => match stopper.abort_saves() {
-            true => crate::logging::say!("bts: second signal: saving what is committed and quitting now"),
-            false => crate::logging::say!("bts: second signal: quitting now; the last checkpoint stays"),
-        },
+        2 if stopper.abort(StopReason::Signal) => say_quitting(&stopper, "second signal"),
         2 => crate::logging::say!("bts: the run is over and its summary being written: signal again to quit now"),
         _ => {
             crate::logging::say!("bts: third signal: quitting without saving");
@@ -93,6 +81,14 @@ pub fn stop_on_signals(stopper: Stopper) {
             std::process::exit(3);
         }
     });
+}
+
+/// Says that the run quits now, `why`, and what it keeps.
+fn say_quitting(stopper: &Stopper, why: &str) {
+    match stopper.abort_saves() {
+        true => crate::logging::say!("bts: {why}: saving what is committed and quitting now"),
+        false => crate::logging::say!("bts: {why}: quitting now; the last checkpoint stays"),
+    }
 }
 
 /// A worker process: the first signal cancels `leave`, a second one exits at once (status 3).

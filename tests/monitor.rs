@@ -34,14 +34,18 @@ fn estimates_converge_to_the_exact_size_of_queens_12() {
 #[test]
 fn a_signal_ends_the_probes_with_the_estimate_so_far() {
     let exact = count(&Queens::new(12)) as f64;
-    let mut command = bts_command();
-    command.args(["estimate", "--json", "--probes", "1000000000000", "queens", "--n", "12"]);
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    signal(&child, "-INT");
-    let status = wait_bounded(&mut child, std::time::Duration::from_secs(30));
-    let said = stderr_of(&mut child);
-    assert_eq!(status.code(), Some(3), "{said}");
+    /// `bts ARGS`, sent `sig` after half a second: its exit status, stderr, and the child.
+    fn signalled(args: &[&std::ffi::OsStr], sig: &str) -> (Option<i32>, String, std::process::Child) {
+        let mut command = bts_command();
+        let mut child = command.args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        signal(&child, sig);
+        let status = wait_bounded(&mut child, std::time::Duration::from_secs(30));
+        (status.code(), stderr_of(&mut child), child)
+    }
+    let args = ["estimate", "--json", "--probes", "1000000000000", "queens", "--n", "12"].map(std::ffi::OsStr::new);
+    let (code, said, mut child) = signalled(&args, "-INT");
+    assert_eq!(code, Some(3), "{said}");
     assert!(said.contains("SIGINT (Ctrl-C): no more probes"), "{said}");
     let e: Value = serde_json::from_reader(child.stdout.take().unwrap()).unwrap();
     let nodes = e["nodes"].as_f64().unwrap();
@@ -55,14 +59,12 @@ fn a_signal_ends_the_probes_with_the_estimate_so_far() {
         "hangs.sh",
         "#!/bin/sh\nif [ \"$BTS_NODE\" = root ]; then printf 'unexplored 1 a\\ndone 1\\n'; exit 0; fi\nexec sleep 1000\n",
     );
-    let mut command = bts_command();
-    command.args(["estimate", "--probes", "10", "--threads", "1", "exec", "--job-timeout", "600", "--"]).arg(&hangs);
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    signal(&child, "-TERM");
-    let status = wait_bounded(&mut child, std::time::Duration::from_secs(20));
-    let said = stderr_of(&mut child);
-    assert_eq!(status.code(), Some(3), "{said}");
+    let mut args = ["estimate", "--probes", "10", "--threads", "1", "exec", "--job-timeout", "600", "--"]
+        .map(std::ffi::OsStr::new)
+        .to_vec();
+    args.push(hangs.as_os_str());
+    let (code, said, _) = signalled(&args, "-TERM");
+    assert_eq!(code, Some(3), "{said}");
     assert!(said.contains("stopped before any probe finished: no estimate"), "{said}");
 }
 

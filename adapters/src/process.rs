@@ -532,7 +532,6 @@ const STDERR_LINE: usize = 2000;
 async fn log_stderr(mut stderr: ChildStderr, tag: &str, tail: &Mutex<VecDeque<String>>, warn: bool) {
     let mut line = Vec::new();
     let mut chunk = [0u8; 8192];
-    let log = StderrLog { tag, warn };
     let emit = |line: &mut Vec<u8>| {
         let text = String::from_utf8_lossy(line).into_owned();
         line.clear();
@@ -547,7 +546,7 @@ async fn log_stderr(mut stderr: ChildStderr, tag: &str, tail: &Mutex<VecDeque<St
             }
             tail.push_back(text.clone());
         }
-        log.line(&text);
+        log_stderr_line(tag, warn, &text);
     };
     loop {
         let n = match stderr.read(&mut chunk).await {
@@ -576,36 +575,25 @@ const STDERR_WARNINGS_PER_SECOND: u32 = 20;
 /// at debug level only since the last count told.
 static STDERR_RATE: Mutex<Option<(Instant, u32, u64)>> = Mutex::new(None);
 
-/// A program's stderr lines to the log: as warnings up to [`STDERR_WARNINGS_PER_SECOND`], the
-/// rest at debug level with their count told.
-struct StderrLog<'a> {
-    tag: &'a str,
-    warn: bool,
-}
-
-impl StderrLog<'_> {
-    fn line(&self, text: &str) {
-        if !self.warn {
-            tracing::debug!(worker = %self.tag, "stderr: {text}");
-            return;
-        }
+/// A program's stderr line `text` to the log: as a warning (if `warn`) up to
+/// [`STDERR_WARNINGS_PER_SECOND`], else at debug level, the held lines' count told.
+fn log_stderr_line(tag: &str, warn: bool, text: &str) {
+    let shown = warn && {
         // A second over: its held lines told first, and this one in the next.
         say_held_stderr(false);
-        let shown = {
-            let mut rate = STDERR_RATE.lock().unwrap_or_else(|e| e.into_inner());
-            let (_, shown, held) = rate.get_or_insert((Instant::now(), 0, 0));
-            if *shown < STDERR_WARNINGS_PER_SECOND {
-                *shown += 1;
-                true
-            } else {
-                *held += 1;
-                false
-            }
-        };
-        match shown {
-            true => tracing::warn!(worker = %self.tag, "stderr: {text}"),
-            false => tracing::debug!(worker = %self.tag, "stderr: {text}"),
+        let mut rate = STDERR_RATE.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, shown, held) = rate.get_or_insert((Instant::now(), 0, 0));
+        if *shown < STDERR_WARNINGS_PER_SECOND {
+            *shown += 1;
+            true
+        } else {
+            *held += 1;
+            false
         }
+    };
+    match shown {
+        true => tracing::warn!(worker = %tag, "stderr: {text}"),
+        false => tracing::debug!(worker = %tag, "stderr: {text}"),
     }
 }
 

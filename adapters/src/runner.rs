@@ -199,9 +199,12 @@ impl ExecRunner {
         Ok(program)
     }
 
-    /// A persistent program ended with a failing status after its last `done`: its answers count,
-    /// and a fresh process takes the next job.
-    fn warn_ended_after_done(&self, status: Option<std::process::ExitStatus>) {
+    /// A persistent program ended after its last `done`: its answers count, and a fresh process
+    /// takes the next job; one that ended with a failing status is warned of.
+    fn ended_after_done(&self, status: Option<std::process::ExitStatus>) {
+        if status.is_some_and(|s| s.success()) {
+            return;
+        }
         tracing::warn!(
             worker = %self.tag,
             "the program ended ({}) after its `done` of the job at node {:?}; a fresh process takes the next job",
@@ -245,10 +248,7 @@ impl ExecRunner {
                     Some(_) => tracing::warn!(worker = %self.tag, "the program wrote after its last `done`"),
                     // It ended after its last `done`: a failure, unless it exited 0, that its
                     // answers outlive (a fresh process takes this job).
-                    None => match program.wait(Duration::from_millis(100)) {
-                        Some(status) if status.success() => {}
-                        status => self.warn_ended_after_done(status),
-                    },
+                    None => self.ended_after_done(program.wait(Duration::from_millis(100))),
                 }
                 program = self.start(None).map_err(Failure::start)?;
             }
@@ -260,9 +260,7 @@ impl ExecRunner {
                 let status = program.wait(Duration::from_millis(100));
                 if self.jobs_given > 0 && status.is_some() {
                     // It ended after its last `done`, just as this job came.
-                    if !status.is_some_and(|s| s.success()) {
-                        self.warn_ended_after_done(status);
-                    }
+                    self.ended_after_done(status);
                     return self.attempt(job, batch);
                 }
                 let what = match status {
@@ -426,8 +424,8 @@ impl ExecRunner {
                     // this job fails there, counted): a program that ends after its `done` with a
                     // failing status loses nothing, and is warned of.
                     let between_jobs = after_last && status.is_some();
-                    if between_jobs && !status.is_some_and(|s| s.success()) {
-                        self.warn_ended_after_done(status);
+                    if between_jobs {
+                        self.ended_after_done(status);
                     }
                     return Err(Failure { between_jobs, ..Failure::new(what, program) });
                 }

@@ -389,25 +389,17 @@ pub fn drive(
                 links.remove(&worker);
             }
         }
-        if !scheduler.output().is_empty() {
-            output.write_all(scheduler.output())?;
-            scheduler.clear_output();
-        }
+        write_out(scheduler, output)?;
         if let Some(outcome) = scheduler.outcome().filter(|_| early.is_empty()) {
             let outcome = outcome.clone();
             if scheduler.best_due() {
                 // The search is over: saved before its best records go out, the run resumes to
                 // write them if the output cannot take them, rather than to search again.
-                output.sync()?;
-                let at = SavePoint { output_checksum: output.checksum(), last: false };
-                if let Err(e) = observer.checkpoint(scheduler, at) {
+                if let Err(e) = save(scheduler, output, observer, false) {
                     tracing::warn!("cannot save the finished search before its best records: {e}");
                 }
-            }
-            scheduler.write_best();
-            if !scheduler.output().is_empty() {
-                output.write_all(scheduler.output())?;
-                scheduler.clear_output();
+                scheduler.write_best();
+                write_out(scheduler, output)?;
             }
             save(scheduler, output, observer, true)?;
             observer.finish(scheduler);
@@ -531,6 +523,15 @@ fn save_on_the_way(
             Ok(false)
         }
     }
+}
+
+/// Writes the records the scheduler committed to the output.
+fn write_out(scheduler: &mut Scheduler, output: &mut dyn Output) -> io::Result<()> {
+    if !scheduler.output().is_empty() {
+        output.write_all(scheduler.output())?;
+        scheduler.clear_output();
+    }
+    Ok(())
 }
 
 /// Syncs the output, then lets the observer save the run; `last`: nothing is written after.
