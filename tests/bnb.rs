@@ -482,26 +482,31 @@ fn a_finished_search_whose_record_cannot_be_written_still_gives_its_optimum() {
     }
     let o = bts(&["run", "--workers", "2", "--node-limit", "100", "--summary-json", "-", "knapsack", "--file", &file]);
     assert_eq!((o.status.code(), summary(&o)["best"]["proven"].as_bool()), (Some(3), Some(false)), "{}", stderr(&o));
-    // Budget mode saves the finished search before its records go out: the checkpoint holds no
-    // job and the optimum, and the resume writes the record without searching again.
-    let checkpoint = dir.path().join("k.ckpt");
-    let mut command = bts_command();
-    command.args(["run", "--workers", "2", "--summary-json"]).arg(&json).arg("--checkpoint").arg(&checkpoint);
-    let o = command.args(["knapsack", "--file", &file]).stdout(std::fs::File::create("/dev/full").unwrap()).output();
-    let o = o.unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let nodes = serde_json::from_slice::<serde_json::Value>(&std::fs::read(&json).unwrap()).unwrap()["nodes"].clone();
-    let saved = inspect(&checkpoint);
-    assert_eq!(
-        (&saved["jobs"], &saved["counters"]["nodes"], &saved["best"]["value"]),
-        (&0.into(), &nodes, &optimum.into())
-    );
-    assert!(stderr(&o).contains("the search finished, this is the optimum"), "{}", stderr(&o));
-    let o = bts(&["resume", checkpoint.to_str().unwrap(), "--summary-json", json.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).starts_with(&format!("value={optimum} ")), "{}", stderr(&o));
-    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!((&s["nodes"], &s["outputs"], &s["best"]["proven"]), (&nodes, &1.into(), &true.into()));
+    // The finished search is saved before its records go out: the checkpoint holds no job and
+    // the optimum, and the resume writes the record without searching again (in either mode).
+    for mode in ["budget", "polling"] {
+        let checkpoint = dir.path().join(format!("k-{mode}.ckpt"));
+        let mut command = bts_command();
+        command.args(["run", "--workers", "2", "--mode", mode, "--summary-json"]).arg(&json);
+        command.arg("--checkpoint").arg(&checkpoint).args(["knapsack", "--file", &file]);
+        let o = command.stdout(std::fs::File::create("/dev/full").unwrap()).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{mode}: {}", stderr(&o));
+        let nodes =
+            serde_json::from_slice::<serde_json::Value>(&std::fs::read(&json).unwrap()).unwrap()["nodes"].clone();
+        let saved = inspect(&checkpoint);
+        assert_eq!(
+            (&saved["jobs"], &saved["counters"]["nodes"], &saved["best"]["value"]),
+            (&0.into(), &nodes, &optimum.into()),
+            "{mode}"
+        );
+        assert!(stderr(&o).contains("the search finished, this is the optimum"), "{mode}: {}", stderr(&o));
+        let o = bts(&["resume", checkpoint.to_str().unwrap(), "--summary-json", json.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{mode}: {}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.starts_with(&format!("value={optimum} ")) && out.lines().count() == 1, "{mode}: {out}");
+        let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!((&s["nodes"], &s["outputs"], &s["best"]["proven"]), (&nodes, &1.into(), &true.into()), "{mode}");
+    }
 }
 
 /// The progress display shows the best value found so far.

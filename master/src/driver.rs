@@ -392,16 +392,11 @@ pub fn drive(
         write_out(scheduler, output)?;
         if let Some(outcome) = scheduler.outcome().filter(|_| early.is_empty()) {
             let outcome = outcome.clone();
-            if scheduler.best_due() {
-                // The search is over: saved before its best records go out, the run resumes to
-                // write them if the output cannot take them, rather than to search again.
-                if let Err(e) = save(scheduler, output, observer, false) {
-                    tracing::warn!("cannot save the finished search before its best records: {e}");
-                }
-                scheduler.write_best();
-                write_out(scheduler, output)?;
-            }
-            save(scheduler, output, observer, true)?;
+            let best_due = scheduler.best_due();
+            save_at_the_end(scheduler, best_due, output, observer, |s, output| {
+                s.write_best();
+                write_out(s, output)
+            })?;
             observer.finish(scheduler);
             return Ok(outcome);
         }
@@ -534,6 +529,25 @@ fn write_out(scheduler: &mut Scheduler, output: &mut dyn Output) -> io::Result<(
     Ok(())
 }
 
+/// Saves a run as it ends. A complete branch and bound whose best records are still `due` is saved
+/// first without them, then `write_best` writes them: a run whose output cannot take them resumes
+/// to write them, rather than to search again.
+fn save_at_the_end<R: RunView>(
+    run: &mut R,
+    due: bool,
+    output: &mut dyn Output,
+    observer: &mut dyn Observer,
+    write_best: impl FnOnce(&mut R, &mut dyn Output) -> io::Result<()>,
+) -> io::Result<()> {
+    if due {
+        if let Err(e) = save(run, output, observer, false) {
+            tracing::warn!("cannot save the finished search before its best records: {e}");
+        }
+        write_best(run, output)?;
+    }
+    save(run, output, observer, true)
+}
+
 /// Syncs the output, then lets the observer save the run; `last`: nothing is written after.
 pub(crate) fn save(
     run: &dyn RunView,
@@ -598,6 +612,20 @@ fn flush(coordinator: &mut Coordinator, output: &mut dyn Output, written: &mut u
         coordinator.clear_output();
     }
     Ok(())
+}
+
+/// Saves a complete random-polling run, its best records written after a first save.
+fn save_complete_polling(
+    coordinator: &mut Coordinator,
+    output: &mut dyn Output,
+    observer: &mut dyn Observer,
+    written: &mut u64,
+) -> io::Result<()> {
+    let due = coordinator.best_due();
+    save_at_the_end(coordinator, due, output, observer, |c, output| {
+        c.write_best();
+        flush(c, output, written)
+    })
 }
 
 /// Runs a random-polling run until it ends: delivers the coordinator's messages, writes committed
@@ -691,7 +719,7 @@ pub fn drive_polling(
         if let Some(outcome) = coordinator.outcome() {
             let outcome = outcome.clone();
             if outcome == Outcome::Complete {
-                save(coordinator, output, observer, true)?;
+                save_complete_polling(coordinator, output, observer, &mut written)?;
             }
             observer.finish(coordinator);
             return Ok(outcome);
@@ -742,7 +770,7 @@ pub fn drive_polling(
                 if let Some(outcome) = coordinator.end_now() {
                     flush(coordinator, output, &mut written)?;
                     if outcome == Outcome::Complete {
-                        save(coordinator, output, observer, true)?;
+                        save_complete_polling(coordinator, output, observer, &mut written)?;
                     }
                     let_go(routes, &processes, output)?;
                     observer.finish(coordinator);

@@ -175,6 +175,8 @@ pub struct Coordinator {
     incumbents: Incumbents,
     /// The best records were written as the output (the target was reached, or the run ended).
     best_written: bool,
+    /// A complete run's best records are still to be written ([`Coordinator::write_best`]).
+    best_due: bool,
     /// Nodes committed before this segment of the run.
     nodes_before: u64,
     node_limit: Option<u64>,
@@ -217,6 +219,7 @@ impl Coordinator {
         Self {
             incumbents: Incumbents::new(OptimumConfig::default(), totals.best.as_ref()),
             best_written: false,
+            best_due: false,
             nodes_before: totals.nodes,
             last: Snapshot { totals: totals.clone(), jobs },
             totals,
@@ -298,9 +301,22 @@ impl Coordinator {
     }
 
     /// Commits the best records as the run's output.
-    fn write_best(&mut self) {
+    fn commit_best(&mut self) {
         self.best_written = true;
         self.incumbents.write(&mut self.totals, &mut self.output);
+    }
+
+    /// Whether a complete run's best records are still to be written: the driver saves the
+    /// finished search first, then calls [`Coordinator::write_best`].
+    pub fn best_due(&self) -> bool {
+        self.best_due && self.totals.best.is_some()
+    }
+
+    /// Writes a complete run's best records to the output, once.
+    pub fn write_best(&mut self) {
+        if std::mem::take(&mut self.best_due) {
+            self.commit_best();
+        }
     }
 
     /// Workers of a new process: returns the index of the first. They begin with the start of the
@@ -567,7 +583,7 @@ impl Coordinator {
     pub fn end_now(&mut self) -> Option<Outcome> {
         let ending = self.ending.clone()?;
         if ending == Outcome::Complete && !self.best_written {
-            self.write_best();
+            self.best_due = true;
         }
         self.outcome = Some(ending.clone());
         Some(ending)
@@ -579,7 +595,7 @@ impl Coordinator {
             // A complete run's output is its best records, however its end was found (every
             // worker finished, or the counts of a termination wave).
             if outcome == Outcome::Complete && !self.best_written {
-                self.write_best();
+                self.best_due = true;
             }
             self.outcome = Some(outcome);
         }
@@ -683,7 +699,7 @@ impl Coordinator {
         // A stop (a target reached, a limit, a signal): the output is the best records of the
         // paused run, as the final checkpoint (taken next) records it.
         if matches!(why, PauseFor::Stop(_)) && !self.best_written {
-            self.write_best();
+            self.commit_best();
         }
         self.last = Snapshot { totals: self.totals.clone(), jobs: jobs.clone() };
         self.snapshot = Some(jobs);

@@ -2528,7 +2528,8 @@ fn a_join_during_a_wave_does_not_stall_termination() {
 }
 
 /// A branch and bound whose end the termination waves find (remote processes) writes its best
-/// record as its output, as one whose workers all finish by themselves does.
+/// record as its output, as one whose workers all finish by themselves does: when the driver has
+/// saved the finished search.
 #[test]
 fn a_run_ended_by_waves_writes_its_best_record() {
     let mut c = coordinator_at_start();
@@ -2544,7 +2545,13 @@ fn a_run_ended_by_waves_writes_its_best_record() {
     assert!(drain(&mut c).contains(&(a, PeerMsg::Finish)));
     c.handle(PollReport::Finished { worker: a, progress: Progress::default(), pieces: 0, moved: 0 });
     assert_eq!(c.outcome(), Some(&Outcome::Complete));
+    // Left for the driver to write once the finished search is saved.
+    assert!(c.output().is_empty() && c.best_due());
+    c.write_best();
     assert_eq!(c.output(), b"seven\n");
+    assert!(!c.best_due());
+    c.write_best();
+    assert_eq!(c.output(), b"seven\n", "written once");
 }
 
 /// A run stopped at once (a second signal) after its end was decided, while it waits for its
@@ -2566,6 +2573,8 @@ fn a_run_stopped_at_once_after_its_end_was_decided_ends_as_decided() {
     assert_eq!(c.outcome(), None);
     assert_eq!(c.end_now(), Some(Outcome::Complete));
     assert_eq!(c.outcome(), Some(&Outcome::Complete));
+    assert!(c.best_due());
+    c.write_best();
     assert_eq!(c.output(), b"seven\n");
 }
 
