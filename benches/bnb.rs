@@ -10,7 +10,7 @@
 //! cargo bench --bench bnb -- profile seq 100 1   # one small knapsack alone (seq or bts), to profile
 //! ```
 
-use bts::trees::{KnapsackOf, MaxClique, Taken, Wide, knapsack_searcher};
+use bts::trees::{KnapsackOf, MaxCliqueArgs, Taken, Wide, knapsack_searcher};
 use bts::{Run, RunOptions, Searcher, TreeSearcher, TreeSpec};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -274,14 +274,27 @@ fn compare(name: &str, rounds: usize, seq: impl Fn() -> i64, one: impl Fn() -> T
     );
 }
 
+/// G(n, p) in DIMACS `.clq` form.
+fn dimacs(n: usize, edges: &[(usize, usize)]) -> String {
+    std::iter::once(format!("p edge {n} {}\n", edges.len()))
+        .chain(edges.iter().map(|(u, v)| format!("e {} {}\n", u + 1, v + 1)))
+        .collect()
+}
+
+/// bts runs the search that `bts run` builds, its code compiled in bts's crates: a tree's generic
+/// search instantiated in this crate instead is laid out otherwise, and ran one knapsack up to a
+/// fifth slower (2026-11-27).
 fn cliques(rounds: usize) {
     println!("bts against sequential branch and bound (the same bounds), side by side:");
+    let dir = tempfile::tempdir().unwrap();
     for (n, p, seed) in [(300, 0.7, 6), (200, 0.87, 4)] {
         let edges = gnp(n, p, seed);
         let name = format!("maxclique G({n}, {p}) #{seed}");
-        let tree = || MaxClique::new(n, &edges).unwrap();
+        let graph = dir.path().join(format!("g-{n}.clq"));
+        std::fs::write(&graph, dimacs(n, &edges)).unwrap();
+        let searcher = || MaxCliqueArgs { graph: graph.clone() }.searcher().unwrap();
         let seq = || SeqClique::new(n, &edges).solve(n) as i64;
-        compare(&name, rounds, seq, || bts_run(tree(), 1), || bts_run(tree(), 2));
+        compare(&name, rounds, seq, || bts_search(searcher(), 1), || bts_search(searcher(), 2));
     }
 }
 
@@ -304,12 +317,12 @@ fn knapsacks(rounds: usize) {
     }
 }
 
-/// The sequential program and bts on a knapsack, its packings' bits as `B`: jobs run by the
-/// knapsack's own recursion, as `bts run knapsack` runs them; then by the search over its children
-/// iterators, one worker, for comparison.
+/// The sequential program and bts on a knapsack, by the search `bts run knapsack` builds (see
+/// [`cliques`]); then, for comparison, one worker by the search over its children iterators, its
+/// packings' bits as `B` (as `bts run knapsack` keeps them).
 fn compare_knapsacks<B: Taken>(name: &str, rounds: usize, capacity: u64, items: &[(u64, u64)]) {
-    let (one, two) = (|| by_recursion::<B>(capacity, items, 1), || by_recursion::<B>(capacity, items, 2));
-    compare(name, rounds, || SeqKnapsack::new(capacity, items).solve(), one, two);
+    let run = |workers| bts_search(knapsack_searcher(capacity, items, b"").unwrap(), workers);
+    compare(name, rounds, || SeqKnapsack::new(capacity, items).solve(), || run(1), || run(2));
     let looped = bts_run(KnapsackOf::<B>::new(capacity, items).unwrap(), 1);
     println!("{:<30} 1 worker, the search over children iterators: {:.2} s cpu", "", looped.cpu);
 }
@@ -345,10 +358,7 @@ fn delay() {
     let dir = tempfile::tempdir().unwrap();
     let graph = dir.path().join("g.clq");
     let (n, edges) = (300, gnp(300, 0.7, 6));
-    let text: String = std::iter::once(format!("p edge {n} {}\n", edges.len()))
-        .chain(edges.iter().map(|(u, v)| format!("e {} {}\n", u + 1, v + 1)))
-        .collect();
-    std::fs::write(&graph, text).unwrap();
+    std::fs::write(&graph, dimacs(n, &edges)).unwrap();
     let address = dir.path().join("address");
     let mut master = Command::new(BTS)
         .args(["run", "-q", "--workers", "0", "--listen", "127.0.0.1:0", "--address-file"])
