@@ -175,8 +175,6 @@ pub struct Coordinator {
     incumbents: Incumbents,
     /// The best records were written as the output (the target was reached, or the run ended).
     best_written: bool,
-    /// A complete run's best records are still to be written ([`Coordinator::write_best`]).
-    best_due: bool,
     /// Nodes committed before this segment of the run.
     nodes_before: u64,
     node_limit: Option<u64>,
@@ -219,7 +217,6 @@ impl Coordinator {
         Self {
             incumbents: Incumbents::new(OptimumConfig::default(), totals.best.as_ref()),
             best_written: false,
-            best_due: false,
             nodes_before: totals.nodes,
             last: Snapshot { totals: totals.clone(), jobs },
             totals,
@@ -309,12 +306,12 @@ impl Coordinator {
     /// Whether a complete run's best records are still to be written: the driver saves the
     /// finished search first, then calls [`Coordinator::write_best`].
     pub fn best_due(&self) -> bool {
-        self.best_due && self.totals.best.is_some()
+        self.outcome == Some(Outcome::Complete) && !self.best_written && self.totals.best.is_some()
     }
 
     /// Writes a complete run's best records to the output, once.
     pub fn write_best(&mut self) {
-        if std::mem::take(&mut self.best_due) {
+        if self.best_due() {
             self.commit_best();
         }
     }
@@ -579,25 +576,18 @@ impl Coordinator {
     }
 
     /// The run's end, if it is decided already and only the workers' goodbyes are awaited: it
-    /// ends so now (a complete run with its best records written).
+    /// ends so now (a complete run with its best records due: `write_best`).
     pub fn end_now(&mut self) -> Option<Outcome> {
         let ending = self.ending.clone()?;
-        if ending == Outcome::Complete && !self.best_written {
-            self.best_due = true;
-        }
         self.outcome = Some(ending.clone());
         Some(ending)
     }
 
     fn check_finished(&mut self) {
         if self.slots.values().all(|s| matches!(s.state, State::Finished | State::Left)) {
-            let outcome = self.ending.clone().unwrap_or(Outcome::Complete);
             // A complete run's output is its best records, however its end was found (every
-            // worker finished, or the counts of a termination wave).
-            if outcome == Outcome::Complete && !self.best_written {
-                self.best_due = true;
-            }
-            self.outcome = Some(outcome);
+            // worker finished, or the counts of a termination wave): `write_best` writes them.
+            self.outcome = Some(self.ending.clone().unwrap_or(Outcome::Complete));
         }
     }
 
