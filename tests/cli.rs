@@ -499,6 +499,56 @@ fn commands_that_print_survive_a_closed_or_full_stdout() {
     }
 }
 
+/// A stdout closed when bts starts (`>&-`), which Rust's runtime opens on /dev/null: records,
+/// a summary or a listing sent there would be lost without a word. A run refuses to start (exit 2)
+/// and says what to do; a command that prints fails (exit 1); a run that writes nothing there goes on.
+#[test]
+fn a_closed_stdout_is_not_written_to_as_if_it_were_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoint = dir.path().join("c.ckpt");
+    let closed = |args: &[&str]| {
+        let o = Command::new("sh")
+            .args(["-c", "exec \"$0\" \"$@\" >&-", env!("CARGO_BIN_EXE_bts")])
+            .args(args)
+            .output()
+            .unwrap();
+        (o.status.code(), stderr(&o))
+    };
+    let queens = ["--progress", "never", "queens", "--n", "6"];
+    let (code, log) = closed(&[&["run"][..], &queens].concat());
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("stdout is closed, so the records have nowhere to go: give --output FILE"), "{log}");
+    let (code, log) = closed(&[&["run", "--count-only", "--summary-json", "-"][..], &queens].concat());
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("stdout is closed, so the summary cannot go there"), "{log}");
+    let (code, log) = closed(&["trees"]);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("cannot write to stdout: it is closed"), "{log}");
+    let (code, log) = closed(&[&["run", "--count-only"][..], &queens].concat());
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("4 outputs"), "{log}");
+    // A run whose records go to stdout, resumed with stdout closed, keeps its checkpoint.
+    let o = bts(&[
+        "run",
+        "--progress",
+        "never",
+        "--node-limit",
+        "50",
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+        "queens",
+        "--n",
+        "8",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let (code, log) = closed(&["resume", checkpoint.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("resume it with stdout open"), "{log}");
+    let o = bts(&["resume", "--progress", "never", checkpoint.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.stdout.iter().filter(|&&b| b == b'\n').count(), 92, "the 92 solutions of 8 queens");
+}
+
 #[test]
 fn every_command_has_its_own_help() {
     let out = |args: &[&str]| {

@@ -50,6 +50,9 @@ pub fn check(
     checkpoint: Option<&Path>,
 ) -> Result<(), CliError> {
     let o = &args.output;
+    if o.summary_json.as_deref().is_some_and(|p| p.as_os_str() == "-") && !stdout_is_open() {
+        return Err(CliError::usage("stdout is closed, so the summary cannot go there: give --summary-json a file"));
+    }
     let summary = o.summary_json.as_deref().filter(|p| p.as_os_str() != "-");
     let written = [
         ("--output", output, "output"),
@@ -236,6 +239,26 @@ pub fn no_dash(files: &[(&str, &Option<PathBuf>)]) -> Result<(), CliError> {
         None => Ok(()),
     }
 }
+
+/// Whether this process has a stdout: it had none if it was started with stdout closed (`>&-`),
+/// which Rust's runtime then opens on /dev/null, where what bts writes would be lost without a word.
+pub fn stdout_is_open() -> bool {
+    !STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Looks at stdout before Rust's runtime starts (the loader runs `.init_array` first).
+#[used]
+#[unsafe(link_section = ".init_array")]
+static SEE_STDOUT_AT_START: extern "C" fn() = {
+    extern "C" fn see() {
+        // SAFETY: F_GETFD only reads the descriptor's flags.
+        let closed = unsafe { libc::fcntl(1, libc::F_GETFD) } == -1;
+        STDOUT_CLOSED_AT_START.store(closed, std::sync::atomic::Ordering::Relaxed);
+    }
+    see
+};
 
 /// 1 or 2 when `path` is the file that stdout or stderr writes to (`/dev/stdout`, or the file
 /// they were redirected to).

@@ -186,9 +186,12 @@ fn not_text(args: &[OsString]) -> CliError {
 }
 
 /// Writes `text` on stdout. A reader that went away (`bts trees | head -1`) had what it wanted; a
-/// stdout that cannot be written (a full disk) fails the command.
+/// stdout that cannot be written (a full disk, or closed) fails the command.
 pub(crate) fn print_out(text: impl fmt::Display) -> Result<(), CliError> {
     use std::io::Write;
+    if !files::stdout_is_open() {
+        return Err(CliError::failure("cannot write to stdout: it is closed"));
+    }
     let mut out = std::io::stdout().lock();
     match write!(out, "{text}").and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {

@@ -278,8 +278,12 @@ struct StdoutRecords {
 }
 
 impl StdoutRecords {
-    fn boxed(warnings: Vec<&'static str>) -> Box<dyn Output> {
-        Box::new(Self { out: BufWriter::with_capacity(1 << 16, io::stdout()), warnings })
+    /// `instead`: what the user can do if stdout is closed.
+    fn boxed(warnings: Vec<&'static str>, instead: &str) -> Result<Box<dyn Output>, CliError> {
+        if !files::stdout_is_open() {
+            return Err(CliError::usage(format!("stdout is closed, so the records have nowhere to go: {instead}")));
+        }
+        Ok(Box::new(Self { out: BufWriter::with_capacity(1 << 16, io::stdout()), warnings }))
     }
 }
 
@@ -853,7 +857,7 @@ fn open_output(
     Ok(match &args.output.output {
         _ if args.output.count_only => (Box::new(Discard), None),
         Some(path) => (Box::new(FileOutput::create(path, header)?), Some(absolute(path))),
-        None => (StdoutRecords::boxed(warnings), None),
+        None => (StdoutRecords::boxed(warnings, "give --output FILE, or --count-only")?, None),
     })
 }
 
@@ -892,7 +896,7 @@ fn reopen_output(
                 )),
             }
         })?),
-        None => StdoutRecords::boxed(warnings),
+        None => StdoutRecords::boxed(warnings, "the run writes them to stdout, so resume it with stdout open")?,
     })
 }
 
