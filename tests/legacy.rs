@@ -1164,7 +1164,7 @@ fn a_done_that_would_overflow_the_totals_fails_the_job() {
     let args = ["run", "--workers", "1", "--budget", "inf", "--fixed-budget", "--summary-json", "-", "exec"];
     let o = bts(&[&args[..], &["--", program.to_str().unwrap()]].concat());
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("would overflow the run's totals"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("a job failed: the report of job 1 would overflow the run's totals"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
     // Pruned nodes are a total too (a branch and bound's).
     let program = script(

@@ -401,9 +401,11 @@ impl Scheduler {
     /// Fails the run. The first failure is the run's error, which its end reports in full: the log
     /// says only `what` happened; a later one is logged with its message.
     fn fail(&mut self, failure: JobFailure, what: &str) {
-        match self.failure {
-            None => tracing::error!(node = %failure.node, "{what}; the run stops"),
-            Some(_) => tracing::error!(node = %failure.node, "{what} too: {}", failure.message),
+        match (&self.failure, failure.node.is_empty()) {
+            (None, false) => tracing::error!(node = %failure.node, "{what}; the run stops"),
+            (None, true) => tracing::error!("{what}; the run stops"),
+            (Some(_), false) => tracing::error!(node = %failure.node, "{what} too: {}", failure.message),
+            (Some(_), true) => tracing::error!("{what} too: {}", failure.message),
         }
         self.failure.get_or_insert(failure);
         self.stop.get_or_insert(StopReason::JobFailed);
@@ -601,11 +603,14 @@ impl Scheduler {
                 let job = self.take_in_flight(worker, r.id)?;
                 self.put_back(job);
             }
-            let message = "its report would overflow the run's totals (2^64 nodes, records, bytes or \
-                           pruned nodes): the worker or program misreports";
-            let node = format!("(the node of job {})", id.0);
+            // The node is in L again, as bytes only the tree could read: the failure names none.
+            let message = format!(
+                "the report of job {} would overflow the run's totals (2^64 nodes, records, bytes or pruned \
+                 nodes): the worker or program misreports",
+                id.0
+            );
             let _worker = tracing::error_span!("", worker).entered();
-            self.fail(JobFailure::new(id, node, message), "a job's report misreports");
+            self.fail(JobFailure::new(id, "", message), "a job's report misreports");
             return Ok(());
         }
 

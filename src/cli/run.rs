@@ -605,7 +605,8 @@ fn execute(
             Ok(Exit::Stopped)
         }
         Outcome::Failed(f) => {
-            Err(CliError::failure(format!("a job failed at node {}: {}\nbts: {}", f.node, f.message, resume_hint())))
+            let at = if f.node.is_empty() { String::new() } else { format!(" at node {}", f.node) };
+            Err(CliError::failure(format!("a job failed{at}: {}\nbts: {}", f.message, resume_hint())))
         }
     }
 }
