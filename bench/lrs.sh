@@ -4,7 +4,8 @@
 # Two ways of running, each like for like:
 #   count   all three count without printing: lrs with `countonly`, mplrs -countonly, bts --count-only
 #   output  all three write the facets to a file: lrs FILE >out, mplrs FILE out, bts --output out
-# Prints the wall times, the ratios, and the CPU that bts's run costs beyond plain lrs's (process
+# Prints the wall times, the ratios, the host's ceiling (two plain lrs at once against one), and
+# the CPU that bts's run costs beyond plain lrs's (process
 # starts, reading the input, pivoting to the restart cobasis, bts itself) as a share of it; and
 # the cost of one job (a budget-1 job's CPU) times the jobs of the run, as a share of its CPU.
 #
@@ -69,6 +70,7 @@ for round in $(seq "$rounds"); do
         f=$work/$input out=$work/out.ext
         # count
         timed lrs "$work/count-$input"; keep "$input count lrs" "$wall"; keep "$input count lrs cpu" "$cpu"
+        timed sh -c 'lrs "$1" >/dev/null 2>&1 & lrs "$1"; wait' two "$work/count-$input"; keep "$input count two" "$wall"
         for np in 3 4; do
             timed mpirun --oversubscribe -np $np mplrs -countonly "$f"; keep "$input count mplrs" "$wall"
         done
@@ -76,6 +78,7 @@ for round in $(seq "$rounds"); do
         keep "$input count bts" "$wall"; keep_cpu "$input count"
         # output
         timed sh -c 'lrs "$1" >"$2"' lrs "$f" "$out"; keep "$input output lrs" "$wall"; keep "$input output lrs cpu" "$cpu"
+        timed sh -c 'lrs "$1" >"$2.2" 2>&1 & lrs "$1" >"$2"; wait' two "$f" "$out"; keep "$input output two" "$wall"
         for np in 3 4; do
             timed mpirun --oversubscribe -np $np mplrs "$f" "$out"; keep "$input output mplrs" "$wall"
         done
@@ -97,17 +100,19 @@ for input in "${inputs[@]}"; do
     best[$input job ms]=$(awk -v j="$(jobs_of)" 'END { printf "%.2f", 1000 * ($1 + $2) / j }' "$work/time")
 done
 
-printf '%-11s %-7s %7s %8s %7s %10s %12s %10s %6s %9s\n' input mode "lrs s" "mplrs s" "bts s" "lrs/bts" \
-    "mplrs/bts" "bts cpu+" jobs "job cost"
+printf '%-11s %-7s %7s %8s %7s %10s %12s %10s %6s %9s %8s\n' input mode "lrs s" "mplrs s" "bts s" "lrs/bts" \
+    "mplrs/bts" "bts cpu+" jobs "job cost" ceiling
 for input in "${inputs[@]}"; do
     for mode in count output; do
         k="$input $mode"
         awk -v i="$input" -v mode="$mode" -v l="${best[$k lrs]}" -v m="${best[$k mplrs]}" -v b="${best[$k bts]}" \
             -v lc="${best[$k lrs cpu]}" -v bc="${best[$k bts cpu]}" -v jobs="${best[$k jobs]}" \
-            -v ms="${best[$input job ms]}" 'BEGIN {
-            printf "%-11s %-7s %7.2f %8.2f %7.2f %9.2fx %11.2fx %9.1f%% %6d %8.1f%%\n", i, mode, l, m, b, l / b, m / b,
-                100 * (bc - lc) / bc, jobs, 100 * jobs * ms / 1000 / bc }'
+            -v ms="${best[$input job ms]}" -v two="${best[$k two]}" 'BEGIN {
+            printf "%-11s %-7s %7.2f %8.2f %7.2f %9.2fx %11.2fx %9.1f%% %6d %8.1f%% %7.2fx\n", i, mode, l, m, b, l / b,
+                m / b, 100 * (bc - lc) / bc, jobs, 100 * jobs * ms / 1000 / bc, 2 * l / two }'
     done
 done
 echo "(best of $rounds rounds; bts cpu+: the CPU of bts's run beyond plain lrs's, as a share of bts's;"
+echo " ceiling: two plain lrs at once, each on the whole input, against one: what two cores of this host give"
+echo " work that shares nothing, and so the most any parallel lrs could reach here;"
 echo " job cost: the jobs of the run times the CPU of a budget-1 job ($(for i in "${inputs[@]}"; do printf '%s %s ms ' "$i" "${best[$i job ms]}"; done)), as a share of the run's CPU)"

@@ -239,16 +239,30 @@ fn load() -> String {
 /// three), and reports the best time of each. The sequential program against one worker by CPU
 /// time (which the machine's other load does not inflate), two workers against one by wall time;
 /// with more than one round, the range of the rounds' own ratios too.
-fn compare(name: &str, rounds: usize, seq: impl Fn() -> i64, one: impl Fn() -> Timing, two: impl Fn() -> Timing) {
+fn compare(
+    name: &str,
+    rounds: usize,
+    seq: impl Fn() -> i64 + Sync,
+    one: impl Fn() -> Timing,
+    two: impl Fn() -> Timing,
+) {
     let before = load();
-    let (mut s, mut a, mut b) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut s, mut a, mut b, mut pairs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         s.push(timed(&seq));
         a.push(one());
         b.push(two());
+        pairs.push(timed(|| {
+            let values = std::thread::scope(|scope| {
+                let other = scope.spawn(&seq);
+                [seq(), other.join().unwrap()]
+            });
+            assert_eq!(values[0], values[1], "{name}: optima differ");
+            values[0]
+        }));
     }
     let value = s[0].value;
-    let values: Vec<i64> = s.iter().chain(&a).chain(&b).map(|t| t.value).collect();
+    let values: Vec<i64> = s.iter().chain(&a).chain(&b).chain(&pairs).map(|t| t.value).collect();
     assert!(values.iter().all(|&v| v == value), "{name}: optima differ: {values:?}");
     let best = |runs: &[Timing], time: fn(&Timing) -> f64| runs.iter().map(time).fold(f64::INFINITY, f64::min);
     let (cpu, wall) = (|t: &Timing| t.cpu, |t: &Timing| t.wall);
@@ -256,19 +270,25 @@ fn compare(name: &str, rounds: usize, seq: impl Fn() -> i64, one: impl Fn() -> T
         let (low, high) = (0..rounds).map(ratio).fold((f64::INFINITY, 0f64), |(l, h), r| (l.min(r), h.max(r)));
         if rounds > 1 { format!(" (rounds {low:.2}-{high:.2})") } else { String::new() }
     };
+    // Two sequential programs at once do twice the work with no sharing at all: how much faster
+    // than one that is, is as much as two cores of this host give any program.
     println!(
         "{name:<30} optimum {value:>6} | sequential {:>6.2} s cpu {:>6.2} s | 1 worker {:>6.2} s cpu {:>6.2} s | \
-         2 workers {:>6.2} s cpu {:>6.2} s | seq/1w cpu {:.2}{}, 2w/1w speed-up {:.2}{} (load {before} -> {}{})",
+         2 workers {:>6.2} s cpu {:>6.2} s | two sequential at once {:>6.2} s | seq/1w cpu {:.2}{}, \
+         2w/1w speed-up {:.2}{}, two cores' ceiling {:.2}{} (load {before} -> {}{})",
         best(&s, wall),
         best(&s, cpu),
         best(&a, wall),
         best(&a, cpu),
         best(&b, wall),
         best(&b, cpu),
+        best(&pairs, wall),
         best(&s, cpu) / best(&a, cpu),
         spread(&|i| s[i].cpu / a[i].cpu),
         best(&a, wall) / best(&b, wall),
         spread(&|i| a[i].wall / b[i].wall),
+        2.0 * best(&s, wall) / best(&pairs, wall),
+        spread(&|i| 2.0 * s[i].wall / pairs[i].wall),
         load(),
         if rounds > 1 { format!(", best of {rounds} rounds") } else { String::new() }
     );
