@@ -401,11 +401,11 @@ impl Scheduler {
     /// Fails the run. The first failure is the run's error, which its end reports in full: the log
     /// says only `what` happened; a later one is logged with its message.
     fn fail(&mut self, failure: JobFailure, what: &str) {
-        match (&self.failure, failure.node.is_empty()) {
-            (None, false) => tracing::error!(node = %failure.node, "{what}; the run stops"),
-            (None, true) => tracing::error!("{what}; the run stops"),
-            (Some(_), false) => tracing::error!(node = %failure.node, "{what} too: {}", failure.message),
-            (Some(_), true) => tracing::error!("{what} too: {}", failure.message),
+        // A failure that names no node logs no `node` field (`None` records nothing).
+        let node = (!failure.node.is_empty()).then(|| tracing::field::display(&failure.node));
+        match self.failure {
+            None => tracing::error!(node, "{what}; the run stops"),
+            Some(_) => tracing::error!(node, "{what} too: {}", failure.message),
         }
         self.failure.get_or_insert(failure);
         self.stop.get_or_insert(StopReason::JobFailed);

@@ -12,6 +12,7 @@ use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// A path made absolute (without resolving links), as checkpoints record them.
@@ -243,10 +244,10 @@ pub fn no_dash(files: &[(&str, &Option<PathBuf>)]) -> Result<(), CliError> {
 /// Whether this process has a stdout: it had none if it was started with stdout closed (`>&-`),
 /// which Rust's runtime then opens on /dev/null, where what bts writes would be lost without a word.
 pub fn stdout_is_open() -> bool {
-    !STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed)
+    !STDOUT_CLOSED_AT_START.load(Ordering::Relaxed)
 }
 
-static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static STDOUT_CLOSED_AT_START: AtomicBool = AtomicBool::new(false);
 
 /// Looks at stdout before Rust's runtime starts (the loader runs `.init_array` first).
 #[used]
@@ -255,7 +256,7 @@ static SEE_STDOUT_AT_START: extern "C" fn() = {
     extern "C" fn see() {
         // SAFETY: F_GETFD only reads the descriptor's flags.
         let closed = unsafe { libc::fcntl(1, libc::F_GETFD) } == -1;
-        STDOUT_CLOSED_AT_START.store(closed, std::sync::atomic::Ordering::Relaxed);
+        STDOUT_CLOSED_AT_START.store(closed, Ordering::Relaxed);
     }
     see
 };
