@@ -4,6 +4,21 @@ use serde_json::Value;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// The signals the tests send reach the programs they start with their default handling, whatever
+/// the tests were started under: `nohup` leaves SIGHUP ignored, a script's `cmd &` SIGINT, and
+/// the programs started here would inherit that. Reset before `main`, while one thread runs.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static DEFAULT_SIGNALS: extern "C" fn() = {
+    extern "C" fn reset() {
+        for signal in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM] {
+            // SAFETY: SIG_DFL is a valid disposition for these signals; no other thread runs yet.
+            unsafe { libc::signal(signal, libc::SIG_DFL) };
+        }
+    }
+    reset
+};
+
 pub fn bts_command() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bts"))
 }
